@@ -1,0 +1,124 @@
+"""Typed events: the protocol between the engine and every UI (CLI, ACP, HTTP).
+
+The engine emits these and nothing else; the seed's callbacks are adapters over them
+(`talaria.callbacks`). Events carry data only, no behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    task_id: str
+    session_id: str
+    user_message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChanged:
+    """thinking | streaming | executing_tools | compressing | retrying | fallback | idle"""
+
+    status: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingStarted:
+    iteration: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingStopped:
+    iteration: int
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallGenerated:
+    """A tool call was parsed from the model's output (its arguments may still be arriving)."""
+
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    phase: str = "start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    call_id: str
+    name: str
+    result: str
+    is_error: bool
+    duration_s: float
+    phase: str = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class ClarifyRequested:
+    question: str
+    choices: list[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinished:
+    """One model call and the tools it asked for are done."""
+
+    iteration: int
+    api_calls: int
+    tool_names: list[str] = field(default_factory=list)
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the user should know that is not part of the answer (a retry, a fallback,
+    a repaired history, a refused memory write)."""
+
+    level: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    exit_reason: str
+    final_response: str | None
+    api_calls: int
+
+
+Event = (
+    TurnStarted
+    | StatusChanged
+    | ThinkingStarted
+    | ThinkingStopped
+    | TextDelta
+    | ReasoningDelta
+    | ToolCallGenerated
+    | ToolStarted
+    | ToolFinished
+    | ClarifyRequested
+    | StepFinished
+    | Notice
+    | TurnFinished
+)
+
+EventSink = Callable[[Event], None]

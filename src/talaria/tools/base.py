@@ -1,0 +1,76 @@
+"""What a tool is, and what it may see of the agent while it runs."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from talaria.events import EventSink
+
+
+class ToolError(Exception):
+    """Raised by a handler to report a failure the model should read (no traceback shown)."""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Per-call view of the agent that a handler can ask for by annotating a parameter
+    with `ToolContext`. The parameter is hidden from the model's schema."""
+
+    task_id: str
+    session_id: str
+    cwd: Path
+    home: Path
+    interrupt: threading.Event
+    emit: EventSink
+    call_id: str = ""
+    clarify: Callable[[str, list[str] | None], str] | None = None
+    services: Any = None
+    """Agent-level state for agent-level tools (store, memory, todos, delegation)."""
+
+
+@dataclass(slots=True)
+class Tool:
+    """A callable the model can invoke. Build one with `@tool` or directly with a JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Callable[..., Any]
+    toolset: str = "custom"
+    interactive: bool = False
+    """Interactive tools (they need a human) run alone, never beside other calls."""
+    context_param: str | None = None
+    """Name of the handler parameter that receives the `ToolContext`, if any."""
+    check: Callable[[], bool] | None = None
+    """Availability check; a tool whose check returns False is not offered to the model."""
+    timeout: float | None = None
+    max_result_chars: int | None = None
+    is_async: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.is_async = inspect.iscoroutinefunction(self.handler)
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function-tool schema; adapters convert it for other wire APIs."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def available(self) -> bool:
+        if self.check is None:
+            return True
+        try:
+            return bool(self.check())
+        except Exception:
+            return False
