@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 Decision = Literal["once", "session", "always", "deny"]
@@ -59,3 +60,33 @@ class ApprovalState:
             self.allowlist.add(pattern)
             if self.persist_allowlist is not None:
                 self.persist_allowlist(pattern)
+
+
+def assess_tool_call(
+    tool_name: str, arguments: dict[str, Any], cwd: Path, home: Path
+) -> Assessment | None:
+    """The policy's verdict on one call (None: nothing to approve)."""
+    assessor = _ASSESSORS.get(tool_name)
+    return assessor(arguments, cwd, home) if assessor else None
+
+
+def _assess_terminal(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
+    from talaria.tools.command_safety import assess_command
+
+    command = arguments.get("command")
+    return assess_command(command) if isinstance(command, str) else None
+
+
+def _assess_write(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
+    from talaria.tools.builtin.files import write_path_of
+    from talaria.tools.sensitive_paths import assess_file_write
+
+    path = write_path_of("write_file", arguments, cwd)
+    return assess_file_write(path, home) if path is not None else None
+
+
+_ASSESSORS: dict[str, Callable[[dict[str, Any], Path, Path], Assessment | None]] = {
+    "terminal": _assess_terminal,
+    "write_file": _assess_write,
+    "patch": _assess_write,
+}

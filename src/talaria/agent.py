@@ -1,0 +1,263 @@
+"""The public facade: `Agent(...)`, `chat`, `run_conversation` and their async twins.
+
+The facade only assembles parts (config, model chain, tools, store, hooks) and hands a turn to
+the loop. Construction is cheap: the SDKs, the database and the system prompt are set up on
+the first turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from talaria.callbacks import CallbackSink
+from talaria.config import Config, set_config_value
+from talaria.loop.interrupt import InterruptSignal
+from talaria.loop.session import SessionHandle
+from talaria.plugins.hooks import HookBus
+from talaria.tools.approval import ApprovalState
+from talaria.tools.base import Tool
+
+if TYPE_CHECKING:
+    from talaria.loop.runtime import Runtime
+    from talaria.store.base import SessionStore
+
+
+def new_session_id() -> str:
+    return f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
+
+
+class Agent:
+    """An agent bound to one model chain, one tool set and one session at a time."""
+
+    def __init__(
+        self,
+        model: Any = None,
+        provider: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_mode: str | None = None,
+        tools: Sequence[Any] | None = None,
+        toolsets: Sequence[str] | None = None,
+        max_iterations: int | None = None,
+        fallback_providers: list[dict[str, Any]] | None = None,
+        home: str | Path | None = None,
+        session_id: str | None = None,
+        *,
+        cwd: str | Path | None = None,
+        stream: bool | None = None,
+        config: dict[str, Any] | None = None,
+        store: SessionStore | None = None,
+        plugins: Sequence[Any] | None = None,
+        source: str = "api",
+        **callbacks: Callable[..., Any] | None,
+    ) -> None:
+        self.events = CallbackSink(callbacks)
+        self.config = Config.load(home, overrides=config)
+        self.home = self.config.home
+        self.cwd = Path(cwd).resolve() if cwd else Path.cwd()
+        self.source = source
+        self.max_iterations = max_iterations or int(self.config.get("agent.max_turns", 90))
+        self.stream = self.config.get("agent.stream", True) if stream is None else stream
+        self.session_id = session_id
+        self._model_args = dict(model=model, provider=provider, base_url=base_url,
+                                api_key=api_key, api_mode=api_mode)
+        self._fallbacks = (fallback_providers if fallback_providers is not None
+                           else list(self.config.get("fallback_providers", [])))
+        self._user_tools = [_as_tool(t) for t in tools or ()]
+        self._toolsets = list(toolsets) if toolsets is not None else None
+        self._callbacks = callbacks
+        self.hooks = HookBus()
+        self._plugins = list(plugins or ())
+        self._store = store
+        self._interrupt = InterruptSignal()
+        self._turn_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runtime: Runtime | None = None
+        self._session: SessionHandle | None = None
+        self.approvals = ApprovalState(
+            mode=str(self.config.get("approvals.mode", "manual")),
+            allowlist=set(self.config.get("command_allowlist", [])),
+            persist_allowlist=self._persist_allowlist,
+        )
+        self.parent_session_id: str | None = None
+        self.depth = 0
+
+    # ---- public API -------------------------------------------------------------------
+
+    def chat(self, message: str) -> str:
+        """Send one message; return the final answer text ('' when there is none)."""
+        return self.run_conversation(user_message=message).get("final_response") or ""
+
+    async def achat(self, message: str) -> str:
+        result = await self.arun_conversation(user_message=message)
+        return result.get("final_response") or ""
+
+    def run_conversation(
+        self,
+        user_message: str,
+        system_message: str | None = None,
+        conversation_history: list[dict[str, Any]] | None = None,
+        task_id: str | None = None,
+    ) -> dict[str, Any]:
+        coro = self.arun_conversation(user_message, system_message, conversation_history, task_id)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            return self._loop.run_until_complete(coro)
+        return _run_in_thread(coro)
+
+    async def arun_conversation(
+        self,
+        user_message: str,
+        system_message: str | None = None,
+        conversation_history: list[dict[str, Any]] | None = None,
+        task_id: str | None = None,
+    ) -> dict[str, Any]:
+        from talaria.loop.turn import result_dict, run_turn
+
+        if not isinstance(user_message, str):
+            raise TypeError("user_message must be a string")
+        if not self._turn_lock.acquire(blocking=False):
+            raise RuntimeError("this agent is already running a turn; interrupt() it first")
+        try:
+            self._interrupt.clear()
+            runtime = self._ensure_runtime()
+            session = self._ensure_session(runtime, system_message, conversation_history)
+            runtime.services.session_id = session.id
+            state = await run_turn(runtime, session, user_message, task_id or runtime.new_id())
+            self._record_turn(session, state)
+            return result_dict(state, session, self._interrupt.message)
+        finally:
+            self._turn_lock.release()
+
+    def interrupt(self, message: str | None = None) -> None:
+        """Stop the running turn cleanly (thread-safe). `message` is kept for the caller."""
+        self._interrupt.set(message)
+
+    def add_side_usage(self, usage: Any) -> None:
+        """Count usage spent on this agent's behalf (children, side tasks) in the turn."""
+        if self._runtime is not None:
+            self._runtime.add_side_usage(usage)
+
+    def new_session(self) -> None:
+        """Start a fresh session on the next turn (the old one stays in the store)."""
+        self._end_session("new_session")
+        self.session_id = None
+        self._session = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self._session.history) if self._session else []
+
+    @property
+    def store(self) -> SessionStore:
+        if self._store is None:
+            from talaria.store.sqlite import SQLiteSessionStore
+
+            self.home.mkdir(parents=True, exist_ok=True)
+            self._store = SQLiteSessionStore(self.home / "state.db")
+        return self._store
+
+    def close(self) -> None:
+        self._end_session("closed")
+        if self._runtime is not None:
+            self._runtime.executor.shutdown()
+        if self._loop is not None and not self._loop.is_closed():
+            if self._runtime is not None:
+                self._loop.run_until_complete(self._runtime.caller.chain.aclose())
+            self._loop.close()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- assembly ---------------------------------------------------------------------
+
+    def _ensure_runtime(self) -> Runtime:
+        if self._runtime is None:
+            from talaria.loop.assemble import assemble_runtime
+
+            self._runtime = assemble_runtime(self)
+        return self._runtime
+
+    def _ensure_session(
+        self,
+        runtime: Runtime,
+        system_message: str | None,
+        conversation_history: list[dict[str, Any]] | None,
+    ) -> SessionHandle:
+        from talaria.loop.assemble import open_session
+
+        if self._session is None:
+            self._session = open_session(self, runtime, system_message)
+            self.session_id = self._session.id
+            self.hooks.emit("on_session_start", session_id=self._session.id)
+        elif system_message is not None:
+            self._session.system_prompt = system_message
+        if conversation_history is not None:
+            self._session.use_history(conversation_history)
+        return self._session
+
+    def _record_turn(self, session: SessionHandle, state: Any) -> None:
+        from talaria.providers.base import Usage
+
+        info = self.store.get_session(session.id)
+        totals = Usage.from_dict(info.usage if info and info.usage else {})
+        totals.add(state.usage)
+        self.store.update_session(session.id, usage=totals.to_dict(),
+                                  model=state.model or None, api_mode=state.api_mode or None,
+                                  provider=state.provider or None)
+
+    def _end_session(self, reason: str) -> None:
+        if self._session is not None and self._store is not None:
+            self._store.update_session(self._session.id, end_reason=reason, ended=True)
+            self.hooks.emit("on_session_end", session_id=self._session.id)
+
+    def _persist_allowlist(self, pattern: str) -> None:
+        path = self.home / "config.yaml"
+        current = list(self.config.get("command_allowlist", []))
+        if pattern not in current:
+            current.append(pattern)
+            set_config_value(path, "command_allowlist", current)
+
+
+AIAgent = Agent
+
+
+def _as_tool(obj: Any) -> Tool:
+    if isinstance(obj, Tool):
+        return obj
+    from talaria.tools.registry import as_tool
+
+    return as_tool(obj)
+
+
+def _run_in_thread(coro: Any) -> dict[str, Any]:
+    """Run a coroutine to completion from code that already has a running loop."""
+    box: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            box["result"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=runner, name="talaria-turn", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]

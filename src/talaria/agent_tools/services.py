@@ -1,0 +1,30 @@
+"""What agent-level tools may touch: the agent's own state, handed over as one object.
+
+The agent builds one `AgentServices` per session and puts it in `ToolContext.services`; the
+todo, memory, session_search and delegate_task tools read it instead of reaching into the
+agent. The loop updates `session_id` when compression starts a child session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from talaria.agent_tools.todo import TodoList
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.memory import MemoryStore
+    from talaria.store.base import SessionStore
+
+
+@dataclass(kw_only=True)
+class AgentServices:
+    store: SessionStore
+    session_id: str
+    memory: MemoryStore | None = None
+    """None when memory is disabled; the memory tool then reports that."""
+    todos: TodoList = field(default_factory=TodoList)
+    config: Any = None
+    delegate: Callable[..., Any] | None = None
+    """Runs child agents for delegate_task; set by the agent when delegation is enabled."""

@@ -1,0 +1,76 @@
+"""The seed's callbacks, as adapters over engine events.
+
+`stream_delta_callback(delta)` and `reasoning_callback(text)` get plain strings; the others get
+the event object itself. A callback that raises is logged and ignored: a UI bug must not end a
+turn. `event_callback` receives every event (what the CLI, ACP and HTTP server use).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from talaria import events as ev
+
+log = logging.getLogger("talaria.callbacks")
+
+CALLBACK_NAMES = (
+    "tool_progress_callback",
+    "thinking_callback",
+    "reasoning_callback",
+    "clarify_callback",
+    "step_callback",
+    "stream_delta_callback",
+    "tool_gen_callback",
+    "status_callback",
+    "approval_callback",
+    "event_callback",
+)
+
+_ROUTES: dict[type, tuple[str, Callable[[Any], Any]]] = {
+    ev.TextDelta: ("stream_delta_callback", lambda e: e.text),
+    ev.ReasoningDelta: ("reasoning_callback", lambda e: e.text),
+    ev.ToolCallGenerated: ("tool_gen_callback", lambda e: e),
+    ev.ToolStarted: ("tool_progress_callback", lambda e: e),
+    ev.ToolFinished: ("tool_progress_callback", lambda e: e),
+    ev.ThinkingStarted: ("thinking_callback", lambda e: e),
+    ev.ThinkingStopped: ("thinking_callback", lambda e: e),
+    ev.StepFinished: ("step_callback", lambda e: e),
+    ev.StatusChanged: ("status_callback", lambda e: e),
+}
+
+
+class CallbackSink:
+    """An EventSink that fans events out to the user's callbacks."""
+
+    def __init__(self, callbacks: dict[str, Callable[..., Any] | None]) -> None:
+        unknown = set(callbacks) - set(CALLBACK_NAMES)
+        if unknown:
+            raise TypeError(
+                f"unknown callback(s): {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(CALLBACK_NAMES)}"
+            )
+        self.callbacks = {name: fn for name, fn in callbacks.items() if fn is not None}
+        self.listeners: list[Callable[[ev.Event], None]] = []
+
+    def __call__(self, event: ev.Event) -> None:
+        route = _ROUTES.get(type(event))
+        if route is not None:
+            name, project = route
+            self._safe(name, project(event))
+        self._safe("event_callback", event)
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("event listener failed; ignored")
+
+    def _safe(self, name: str, payload: Any) -> None:
+        callback = self.callbacks.get(name)
+        if callback is None:
+            return
+        try:
+            callback(payload)
+        except Exception:
+            log.exception("%s raised; ignored", name)

@@ -1,0 +1,114 @@
+"""`talaria` entry point: parses arguments and dispatches to one command module.
+
+Imports stay inside the commands so that `talaria --version` and the first prompt are fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from talaria import __version__
+
+EXIT_OK, EXIT_CRASH, EXIT_AGENT_FAILURE = 0, 1, 2
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument("-m", "--model", help="model id as the provider spells it")
+    group.add_argument("--provider", help="openai | anthropic | openrouter | custom | ...")
+    group.add_argument("--base-url", help="endpoint URL (OpenAI modes include /v1)")
+    group.add_argument("--api-key", help="API key (default: from the environment or config)")
+    group.add_argument("--api-mode", choices=["chat_completions", "codex_responses",
+                                              "anthropic_messages"])
+    group.add_argument("--toolsets", help="comma-separated toolsets to enable ('' for none)")
+    group.add_argument("--max-turns", type=int, help="iteration budget per turn")
+    group.add_argument("--yolo", action="store_true",
+                       help="run dangerous commands without asking (the hard floor still holds)")
+    group.add_argument("--no-stream", action="store_true", help="do not stream the answer")
+    group.add_argument("--home", help="data directory (default $TALARIA_HOME or ~/.talaria)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="talaria", description="A Python agent runtime.")
+    parser.add_argument("--version", action="version", version=f"talaria {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    chat = commands.add_parser("chat", help="talk to the agent (interactive, or -q one shot)")
+    chat.add_argument("-q", "--query", help="one question; print the answer and exit")
+    chat.add_argument("--json", action="store_true", help="with -q: print the result as JSON")
+    chat.add_argument("-r", "--resume", metavar="ID|TITLE|latest", help="resume a session")
+    chat.add_argument("-c", "--continue", dest="continue_last", action="store_true",
+                      help="resume the most recent session")
+    _add_model_options(chat)
+
+    sessions = commands.add_parser("sessions", help="list, show, export, rename, delete sessions")
+    sessions.add_argument("action", choices=["list", "show", "export", "rename", "delete"])
+    sessions.add_argument("ref", nargs="?", help="session id, title or 'latest'")
+    sessions.add_argument("value", nargs="?", help="new title (rename)")
+    sessions.add_argument("--format", choices=["jsonl", "markdown"], default="jsonl")
+    sessions.add_argument("--limit", type=int, default=20)
+    sessions.add_argument("--home")
+
+    config = commands.add_parser("config", help="show or change settings")
+    config.add_argument("action", choices=["show", "set", "path"])
+    config.add_argument("key", nargs="?")
+    config.add_argument("value", nargs="?")
+    config.add_argument("--home")
+
+    doctor = commands.add_parser("doctor", help="what is configured, reachable and missing")
+    doctor.add_argument("--home")
+    return parser
+
+
+def _run_chat(args: argparse.Namespace) -> int:
+    if args.query is not None:
+        from talaria.cli.oneshot import run_oneshot
+
+        return run_oneshot(args)
+    from talaria.cli.interactive import run_interactive
+
+    return run_interactive(args)
+
+
+def _run_sessions(args: argparse.Namespace) -> int:
+    from talaria.cli.sessions import run_sessions
+
+    return run_sessions(args)
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    from talaria.cli.config_cmd import run_config
+
+    return run_config(args)
+
+
+def _run_doctor(args: argparse.Namespace) -> int:
+    from talaria.cli.doctor import run_doctor
+
+    return run_doctor(args)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "chat": _run_chat,
+    "sessions": _run_sessions,
+    "config": _run_config,
+    "doctor": _run_doctor,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["chat", *(argv or sys.argv[1:])])
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

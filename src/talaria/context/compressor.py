@@ -1,0 +1,243 @@
+"""The default context engine: lossy compression into a summary and a child session.
+
+Before each request the size of the outgoing context is estimated (anchored to the provider's
+last real count); past ``compression.threshold`` of the model's window, the middle of the
+conversation is summarised by the ``compression`` auxiliary model. The head (the user's
+original request) and the last ``compression.protect_last_n`` messages stay verbatim. The
+compressed history continues in a new session whose parent is the old one, so the full
+conversation stays in the store and the prompt prefix changes only here (invariant 2).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from talaria.context.boundaries import choose_compression_window, summary_role
+from talaria.context.engine import ContextEngine
+from talaria.context.summary import (
+    clean_summary,
+    find_summary,
+    is_summary,
+    summary_message,
+    summary_request,
+    summary_text,
+    trim_tool_outputs,
+)
+from talaria.context.tokens import ContextTracker, estimate_tokens
+from talaria.events import Notice, StatusChanged
+from talaria.providers.errors import ProviderError
+
+if TYPE_CHECKING:
+    from talaria.config import Config
+    from talaria.loop.runtime import Runtime
+    from talaria.loop.session import Message, SessionHandle
+    from talaria.providers.base import Usage
+
+log = logging.getLogger("talaria.compression")
+
+MAX_PER_TURN = 3
+"""Compressions one turn may make before it just carries on (or fails on overflow)."""
+MIN_GAIN = 0.10
+"""A compression that shrinks the estimate by less than this stops retries for the turn."""
+HEAD = 1
+"""Messages kept before the summary on the first compression: the user's first request."""
+
+
+class Compressor(ContextEngine):
+    def __init__(self, config: Config, runtime: Runtime) -> None:
+        self.config = config
+        self.threshold = float(config.get("compression.threshold", 0.5))
+        self.protect_last_n = int(config.get("compression.protect_last_n", 20))
+        self.tracker = ContextTracker()
+        self._windows: dict[str, int] = {}
+        self._turn: object = None
+        self._count = 0
+        self._stalled = False
+
+    # ---- the ContextEngine contract ------------------------------------------------------
+
+    def record_usage(self, usage: Usage, message_count: int) -> None:
+        if usage.prompt_tokens > 0:
+            self.tracker.record_usage(usage.prompt_tokens, message_count)
+
+    async def before_request(self, rt: Runtime, session: SessionHandle, state: Any) -> None:
+        self._start_turn(state)
+        if self._stalled or self._count >= MAX_PER_TURN:
+            return
+        limit = self.threshold * await self.window(rt)
+        if self._estimate(rt, session) > limit:
+            await self._compress(rt, session, None, forced=False)
+
+    async def compress(
+        self, rt: Runtime, session: SessionHandle, state: Any, focus: str | None = None
+    ) -> bool:
+        """Compress now (`/compress`, or a context-overflow error); False when nothing changed:
+        no safe window, the per-turn cap, or a failed summary with nothing to trim instead."""
+        self._start_turn(state)
+        if self._stalled or self._count >= MAX_PER_TURN:
+            return False
+        return await self._compress(rt, session, focus, forced=True)
+
+    async def _compress(
+        self, rt: Runtime, session: SessionHandle, focus: str | None, *, forced: bool
+    ) -> bool:
+        self._save_first(rt, session)
+        history = session.history
+        previous = find_summary(history)
+        head = previous if previous is not None and previous >= HEAD else HEAD
+        window = choose_compression_window(history, head, self.protect_last_n)
+        if window is None:
+            self._stalled = True
+            if forced:
+                rt.emit(Notice("info", "nothing to compress: the conversation is already short"))
+            return False
+        rt.emit(StatusChanged("compressing"))
+        compressed, note = await self._compressed(rt, history, window, focus)
+        if compressed is None:
+            self._stalled = True
+            rt.emit(Notice("warning", note))
+            return False
+        before = estimate_tokens([*_system(session), *history], rt.tool_schemas)
+        after = estimate_tokens([*_system(session), *compressed], rt.tool_schemas)
+        new_id = self._continue_in_child(rt, session, compressed)
+        self._count += 1
+        self.tracker = ContextTracker()
+        if after > before * (1 - MIN_GAIN):
+            self._stalled = True
+        log.info("compressed %d -> %d messages (~%d -> ~%d tokens), session %s", len(history),
+                 len(compressed), before, after, new_id)
+        rt.emit(Notice("info", f"{note}; continuing in session {new_id}"))
+        return True
+
+    # ---- sizes ---------------------------------------------------------------------------
+
+    async def window(self, rt: Runtime) -> int:
+        """The active model's context window in tokens (looked up once per model)."""
+        entry = rt.caller.chain.active
+        key = entry.label
+        if key not in self._windows:
+            from talaria.providers.models import context_window
+
+            configured = self.config.get("model.context_length")
+            metadata = None if configured else await self._endpoint_window(rt)
+            size, source = context_window(entry.model, configured=configured,
+                                          endpoint_metadata=metadata)
+            log.info("context window of %s: %d tokens (%s)", key, size, source)
+            self._windows[key] = int(size)
+        return self._windows[key]
+
+    async def _endpoint_window(self, rt: Runtime) -> int | None:
+        """Ask the endpoint when our table cannot be trusted for it: local servers run models
+        with whatever window they were started with, and unknown models are not in the table."""
+        from talaria.providers.models import fetch_endpoint_context_length, table_context_window
+        from talaria.providers.resolve import is_loopback
+
+        spec = rt.caller.chain.active.spec
+        if spec is None or spec.api_mode == "anthropic_messages":
+            return None
+        if table_context_window(spec.model) and not is_loopback(spec.base_url):
+            return None
+        return await rt.interrupt.race(
+            fetch_endpoint_context_length(spec.base_url, spec.api_key, spec.model)
+        )
+
+    def _estimate(self, rt: Runtime, session: SessionHandle) -> int:
+        return int(self.tracker.estimate([*_system(session), *session.history], rt.tool_schemas))
+
+    # ---- the steps of a compression --------------------------------------------------------
+
+    def _start_turn(self, state: Any) -> None:
+        """The caps are per turn; a new turn is a new state object (None: a manual /compress
+        between turns, which always gets a fresh try)."""
+        if state is None or state is not self._turn:
+            self._turn = state
+            self._count = 0
+            self._stalled = False
+
+    @staticmethod
+    def _save_first(rt: Runtime, session: SessionHandle) -> None:
+        """Nothing may be lost: the session's messages and any pending memory reach the disk
+        before the history is rewritten."""
+        session.flush()
+        flush = getattr(getattr(rt.services, "memory", None), "flush", None)
+        if callable(flush):
+            flush()
+
+    async def _compressed(
+        self, rt: Runtime, history: list[Message], window: tuple[int, int], focus: str | None
+    ) -> tuple[list[Message] | None, str]:
+        """The new history and a note for the user; None when nothing could be done."""
+        start, end = window
+        summary = await self._summarise(rt, history[start:end], focus)
+        if summary:
+            todos = _todos(rt)
+            message = summary_message(summary, summary_role(history, end), todos)
+            count = end - start - (1 if is_summary(history[start]) else 0)
+            return [*history[:start], message, *history[end:]], (
+                f"compressed {count} messages into a summary"
+            )
+        trimmed, count = trim_tool_outputs(history, start, end)
+        if count == 0:
+            return None, "compression failed: no summary could be written and there is no " \
+                         "old tool output to trim"
+        return trimmed, f"no summary could be written; trimmed {count} old tool outputs instead"
+
+    async def _summarise(self, rt: Runtime, window: list[Message], focus: str | None) -> str:
+        """The summariser's answer, or "" when it failed (the caller falls back)."""
+        from talaria.providers.auxiliary import side_call
+
+        previous = summary_text(window[0]) if is_summary(window[0]) else ""
+        messages = window[1:] if previous else window
+        max_chars = min(max(await self.window(rt) * 2, 4_000), 200_000)
+        request = summary_request(messages, previous=previous, focus=focus, max_chars=max_chars)
+        try:
+            response = await side_call(rt, "compression", request)
+        except ProviderError as error:
+            log.warning("the compression summary failed: %s", error)
+            return ""
+        return clean_summary(response.text)
+
+    def _continue_in_child(
+        self, rt: Runtime, session: SessionHandle, history: list[Message]
+    ) -> str:
+        """Start the child session holding the compressed history and swap it into the live
+        handle, which the loop and the agent keep using."""
+        from talaria.agent import new_session_id
+
+        new_id = new_session_id()
+        store = session.store
+        if store is not None:
+            parent = store.get_session(session.id)
+            active = rt.caller.chain.active
+            store.create_session(
+                new_id,
+                source=parent.source if parent else "api",
+                model=active.model,
+                provider=active.provider,
+                api_mode=active.api_mode,
+                system_prompt=session.system_prompt,
+                parent_session_id=session.id,
+                cwd=parent.cwd if parent else None,
+            )
+            store.update_session(session.id, end_reason="compressed", ended=True)
+            todos = getattr(rt.services, "todos", None)
+            if todos is not None and todos.to_json():
+                store.set_state(new_id, "todos", todos.to_json())
+        session.id = new_id
+        session.history = history
+        session.next_seq = 0
+        session.unsaved = len(history)
+        session.flush()
+        if rt.services is not None and hasattr(rt.services, "session_id"):
+            rt.services.session_id = new_id
+        return new_id
+
+
+def _system(session: SessionHandle) -> list[Message]:
+    return [{"role": "system", "content": session.system_prompt}] if session.system_prompt else []
+
+
+def _todos(rt: Runtime) -> str:
+    todos = getattr(rt.services, "todos", None)
+    return todos.render() if todos is not None else ""

@@ -1,0 +1,208 @@
+"""Builds the Runtime and the session for an Agent on its first turn.
+
+Kept apart from the facade so that `import talaria` and `Agent(...)` stay cheap: this module
+pulls in the tools, the store and the provider plumbing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from talaria.events import ClarifyRequested
+from talaria.loop.runtime import Runtime
+from talaria.loop.session import SessionHandle
+from talaria.providers.caller import ModelCaller
+from talaria.providers.chain import ChainEntry, ModelChain
+from talaria.providers.factory import resolve_spec
+from talaria.tools.catalog import Capabilities, select_tools
+from talaria.tools.executor import ExecutorSettings, ToolExecutor
+
+if TYPE_CHECKING:
+    from talaria.agent import Agent
+
+
+def assemble_runtime(agent: Agent) -> Runtime:
+    from talaria.agent_tools.services import AgentServices
+    from talaria.agent_tools.todo import TodoList
+
+    config = agent.config
+    chain = ModelChain(_chain_entries(agent))
+    clarify_callback = agent._callbacks.get("clarify_callback")
+    memory = _memory_store(agent)
+    caps = Capabilities(
+        can_clarify=clarify_callback is not None,
+        memory_enabled=memory is not None,
+        can_delegate=agent.depth == 0,
+    )
+    _load_plugins(agent)
+    extra = [*agent._user_tools, *agent.hooks.tools]
+    tools = {tool.name: tool for tool in select_tools(agent._toolsets, caps, extra)}
+    executor = ToolExecutor(
+        tools=tools,
+        hooks=agent.hooks,
+        approvals=agent.approvals,
+        approver=agent._callbacks.get("approval_callback"),
+        settings=ExecutorSettings(
+            max_workers=int(config.get("agent.max_tool_workers", 8)),
+            default_timeout=float(config.get("agent.tool_timeout", 600)),
+            approval_timeout=float(config.get("approvals.timeout", 300)),
+            spill_dir=agent.home / "tool_outputs",
+        ),
+    )
+    services = AgentServices(
+        store=agent.store,
+        memory=memory,
+        todos=TodoList(),
+        session_id=agent.session_id or "",
+        config=config,
+        delegate=_delegate_runner(agent),
+    )
+    runtime = Runtime(
+        config=config,
+        caller=ModelCaller(chain, agent.events),
+        tools=tools,
+        executor=executor,
+        hooks=agent.hooks,
+        emit=agent.events,
+        interrupt=agent._interrupt,
+        cwd=agent.cwd,
+        home=agent.home,
+        max_iterations=agent.max_iterations,
+        stream=bool(agent.stream),
+        services=services,
+        clarify=_clarify_adapter(agent, clarify_callback),
+    )
+    runtime.context_engine = _context_engine(agent, runtime)
+    return runtime
+
+
+def _chain_entries(agent: Agent) -> list[ChainEntry]:
+    config = agent.config
+    args = agent._model_args
+    model = args["model"]
+    entries: list[ChainEntry] = []
+    if model is not None and hasattr(model, "complete"):
+        entries.append(ChainEntry(spec=None, fixed_client=model))
+    else:
+        entries.append(ChainEntry(spec=resolve_spec(
+            model=model or config.get("model.default"),
+            provider=args["provider"] or config.get("model.provider"),
+            base_url=args["base_url"] or config.get("model.base_url"),
+            api_key=args["api_key"] or config.get("model.api_key"),
+            api_mode=args["api_mode"] or config.get("model.api_mode"),
+        )))
+    for fallback in agent._fallbacks:
+        if hasattr(fallback, "complete"):
+            entries.append(ChainEntry(spec=None, fixed_client=fallback))
+            continue
+        entries.append(ChainEntry(spec=resolve_spec(
+            model=fallback.get("model"),
+            provider=fallback.get("provider"),
+            base_url=fallback.get("base_url"),
+            api_key=fallback.get("api_key"),
+            api_mode=fallback.get("api_mode"),
+        )))
+    return entries
+
+
+def _memory_store(agent: Agent) -> Any:
+    config = agent.config
+    if not config.get("memory.enabled", True):
+        return None
+    from talaria.agent_tools.memory import MemoryStore
+
+    return MemoryStore(
+        agent.home,
+        memory_char_limit=int(config.get("memory.memory_char_limit")),
+        user_char_limit=int(config.get("memory.user_char_limit")),
+    )
+
+
+def _clarify_adapter(agent: Agent, callback: Any) -> Any:
+    if callback is None:
+        return None
+
+    def ask(question: str, choices: list[str] | None) -> str:
+        agent.events(ClarifyRequested(question, choices))
+        return str(callback(question, choices))
+
+    return ask
+
+
+def _delegate_runner(agent: Agent) -> Any:
+    if agent.depth > 0:
+        return None
+    from talaria.agent_tools.delegate import ChildRunner
+
+    return ChildRunner(agent)
+
+
+def _context_engine(agent: Agent, runtime: Runtime) -> Any:
+    from talaria.context.engine import load_context_engine
+
+    return load_context_engine(agent.config, runtime)
+
+
+def _load_plugins(agent: Agent) -> None:
+    from talaria.plugins.loader import load_plugins
+
+    load_plugins(agent.hooks, agent.home, agent._plugins)
+
+
+def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> SessionHandle:
+    """Resume the named session if the store has it, else start one (with that name)."""
+    store = agent.store
+    session_id = agent.session_id
+    if session_id:
+        session_id = _resolve_existing(store, session_id)
+    info = store.get_session(session_id) if session_id else None
+    if info is not None:
+        history = store.load_messages(info.id)
+        handle = SessionHandle(info.id, store, system_message or info.system_prompt, history,
+                               next_seq=len(history))
+        todos = store.get_state(info.id, "todos")
+        if todos:
+            runtime.services.todos = type(runtime.services.todos).from_json(todos)
+        return handle
+    from talaria.agent import new_session_id
+
+    new_id = session_id or new_session_id()
+    prompt = system_message or _system_prompt(agent, runtime)
+    active = runtime.caller.chain.active
+    store.create_session(
+        new_id,
+        source=agent.source,
+        model=active.model,
+        provider=active.provider,
+        api_mode=active.api_mode,
+        system_prompt=prompt,
+        parent_session_id=agent.parent_session_id,
+        cwd=str(agent.cwd),
+    )
+    return SessionHandle(new_id, store, prompt)
+
+
+def _resolve_existing(store: Any, ref: str) -> str:
+    """An id, title or 'latest' that names a stored session resolves to its id; any other
+    string names a new session."""
+    from talaria.store.base import SessionNotFound
+
+    try:
+        return str(store.resolve(ref))
+    except SessionNotFound:
+        if ref == "latest":
+            raise
+        return ref
+
+
+def _system_prompt(agent: Agent, runtime: Runtime) -> str:
+    from talaria.prompt.builder import PromptInputs, build_system_prompt
+
+    memory = runtime.services.memory
+    return build_system_prompt(PromptInputs(
+        home=agent.home,
+        cwd=Path(agent.cwd),
+        tool_names=list(runtime.tools),
+        memory_snapshot=memory.snapshot() if memory is not None else "",
+    ))

@@ -1,0 +1,63 @@
+"""Step 5-7 of the seed: from the live history to the request a provider receives.
+
+The API copy is repaired (invariant 1) and gets the volatile layers in its newest message only
+(invariant 2); the stored history is never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from talaria.messages.repair import repair_history
+from talaria.providers.base import Message, ModelRequest
+
+log = logging.getLogger("talaria.loop")
+
+
+def build_messages(
+    system_prompt: str | None, history: list[Message], ephemeral: list[str]
+) -> list[Message]:
+    """System + repaired history, with ephemeral notes appended to the newest message."""
+    head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    repaired = repair_history(head + history)
+    for repair in repaired.repairs:
+        log.info("repaired the outgoing history: %s", repair)
+    messages = repaired.messages
+    notes = [note for note in ephemeral if note]
+    if notes and messages:
+        messages = messages[:-1] + [_with_note(messages[-1], "\n\n".join(notes))]
+    return messages
+
+
+def _with_note(message: Message, note: str) -> Message:
+    updated = dict(message)
+    content: Any = updated.get("content")
+    if isinstance(content, list):
+        updated["content"] = [*content, {"type": "text", "text": note}]
+    elif content:
+        updated["content"] = f"{content}\n\n{note}"
+    elif updated.get("role") == "assistant":
+        return message
+    else:
+        updated["content"] = note
+    return updated
+
+
+def build_request(
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    *,
+    stream: bool,
+    max_tokens: int | None,
+    cache_ttl: str | None,
+    tool_choice: str = "auto",
+) -> ModelRequest:
+    return ModelRequest(
+        messages=messages,
+        tools=tools,
+        stream=stream,
+        max_tokens=max_tokens,
+        cache_ttl=cache_ttl,
+        tool_choice="none" if tool_choice == "none" else "auto",
+    )

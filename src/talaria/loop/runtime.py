@@ -1,0 +1,66 @@
+"""Everything a turn needs, assembled once per agent and passed to the loop as one object.
+
+The loop reads no globals, no clock and no environment: all of it arrives here (invariant 7),
+which is what lets tests, a child agent or a durable engine run the same loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from talaria.config import Config
+from talaria.events import EventSink
+from talaria.loop.interrupt import InterruptSignal
+from talaria.plugins.hooks import HookBus
+from talaria.providers.base import Usage
+from talaria.providers.caller import ModelCaller
+from talaria.tools.base import Tool
+from talaria.tools.executor import ToolExecutor
+
+
+def new_task_id() -> str:
+    return f"task_{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Runtime:
+    config: Config
+    caller: ModelCaller
+    tools: dict[str, Tool]
+    executor: ToolExecutor
+    hooks: HookBus
+    emit: EventSink
+    interrupt: InterruptSignal
+    cwd: Path
+    home: Path
+    max_iterations: int
+    stream: bool = True
+    services: Any = None
+    clarify: Callable[[str, list[str] | None], str] | None = None
+    context_engine: Any = None
+    """Compresses the history when it nears the window (None: never)."""
+    clock: Callable[[], float] = time.monotonic
+    new_id: Callable[[], str] = new_task_id
+    tool_schemas: list[dict[str, Any]] = field(default_factory=list)
+    _side_usage: Usage = field(default_factory=Usage, init=False)
+    _side_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        if not self.tool_schemas:
+            self.tool_schemas = [tool.schema() for tool in self.tools.values()]
+
+    def add_side_usage(self, usage: Usage) -> None:
+        """Usage spent outside the main call (children, summaries): counted in the turn."""
+        with self._side_lock:
+            self._side_usage.add(usage)
+
+    def drain_side_usage(self) -> Usage:
+        with self._side_lock:
+            usage, self._side_usage = self._side_usage, Usage()
+        return usage

@@ -1,0 +1,40 @@
+"""Turns a provider's streaming output into engine events."""
+
+from __future__ import annotations
+
+from talaria.events import (
+    EventSink,
+    ReasoningDelta,
+    TextDelta,
+    ThinkingStopped,
+    ToolCallGenerated,
+)
+
+
+class EventStream:
+    """A StreamHandler that emits events and remembers whether anything visible went out."""
+
+    def __init__(self, emit: EventSink, iteration: int) -> None:
+        self._emit = emit
+        self._iteration = iteration
+        self.thinking = True
+        self.output_started = False
+
+    def stop_thinking(self) -> None:
+        if self.thinking:
+            self.thinking = False
+            self._emit(ThinkingStopped(self._iteration))
+
+    def text(self, delta: str) -> None:
+        if delta:
+            self.stop_thinking()
+            self.output_started = True
+            self._emit(TextDelta(delta))
+
+    def reasoning(self, delta: str) -> None:
+        if delta:
+            self._emit(ReasoningDelta(delta))
+
+    def tool_call(self, index: int, call_id: str, name: str) -> None:
+        self.stop_thinking()
+        self._emit(ToolCallGenerated(index, call_id, name))

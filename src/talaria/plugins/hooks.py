@@ -1,0 +1,119 @@
+"""The hook bus: plugins observe and steer the loop at fixed points.
+
+Hooks are plain callables called with keyword arguments (accept ``**kwargs`` to stay compatible
+as arguments are added). A failing observer hook is logged and skipped; a failing or slow
+`pre_tool_call` hook blocks the call, because a guard that cannot answer must not wave
+things through.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("talaria.plugins")
+
+HOOK_NAMES = (
+    "pre_tool_call",
+    "post_tool_call",
+    "transform_tool_result",
+    "pre_llm_call",
+    "post_llm_call",
+    "on_session_start",
+    "on_session_end",
+)
+
+Hook = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PreToolOutcome:
+    """What the `pre_tool_call` hooks decided, folded in registration order."""
+
+    arguments: dict[str, Any]
+    blocked: str | None = None
+    approved: bool = False
+
+
+class HookBus:
+    def __init__(self, pre_tool_timeout: float = 10.0) -> None:
+        self._hooks: dict[str, list[Hook]] = {name: [] for name in HOOK_NAMES}
+        self._pre_tool_timeout = pre_tool_timeout
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.tools: list[Any] = []
+        """Tools registered by plugins; the agent offers them beside its own."""
+
+    def register_tool(self, tool: Any) -> None:
+        self.tools.append(tool)
+
+    def register(self, name: str, hook: Hook) -> None:
+        if name not in self._hooks:
+            raise ValueError(f"unknown hook {name!r}; known hooks: {', '.join(HOOK_NAMES)}")
+        self._hooks[name].append(hook)
+
+    def has(self, name: str) -> bool:
+        return bool(self._hooks.get(name))
+
+    def emit(self, name: str, **kwargs: Any) -> None:
+        """Call every observer hook of `name`; failures are logged, never raised."""
+        for hook in self._hooks[name]:
+            try:
+                hook(**kwargs)
+            except Exception:
+                log.exception("plugin hook %s (%s) failed; skipped", name, _label(hook))
+
+    def pre_tool_call(self, tool_name: str, arguments: dict[str, Any], **kwargs: Any) -> PreToolOutcome:
+        """Fold the guards: a hook may return None, {"block": reason}, {"arguments": {...}}
+        or {"approve": True}. An exception or a timeout blocks the call (fail closed)."""
+        outcome = PreToolOutcome(arguments=arguments)
+        for hook in self._hooks["pre_tool_call"]:
+            try:
+                answer = self._call_with_timeout(
+                    hook, tool_name=tool_name, arguments=dict(outcome.arguments), **kwargs
+                )
+            except concurrent.futures.TimeoutError:
+                return PreToolOutcome(arguments, blocked=f"plugin guard {_label(hook)} timed out")
+            except Exception as exc:
+                log.exception("pre_tool_call hook %s failed; blocking the call", _label(hook))
+                return PreToolOutcome(arguments, blocked=f"plugin guard {_label(hook)} failed: {exc}")
+            outcome = _fold(outcome, answer)
+            if outcome.blocked:
+                return outcome
+        return outcome
+
+    def transform_tool_result(self, tool_name: str, result: str, **kwargs: Any) -> str:
+        for hook in self._hooks["transform_tool_result"]:
+            try:
+                changed = hook(tool_name=tool_name, result=result, **kwargs)
+            except Exception:
+                log.exception("transform_tool_result hook %s failed; skipped", _label(hook))
+                continue
+            if isinstance(changed, str):
+                result = changed
+        return result
+
+    def _call_with_timeout(self, hook: Hook, **kwargs: Any) -> Any:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="talaria-hook")
+        return self._pool.submit(hook, **kwargs).result(timeout=self._pre_tool_timeout)
+
+
+def _fold(outcome: PreToolOutcome, answer: Any) -> PreToolOutcome:
+    if not answer:
+        return outcome
+    if not isinstance(answer, dict):
+        return PreToolOutcome(outcome.arguments, blocked=f"plugin guard returned {answer!r}")
+    if answer.get("block"):
+        return PreToolOutcome(outcome.arguments, blocked=str(answer["block"]))
+    arguments = answer.get("arguments")
+    return PreToolOutcome(
+        arguments if isinstance(arguments, dict) else outcome.arguments,
+        approved=outcome.approved or bool(answer.get("approve")),
+    )
+
+
+def _label(hook: Hook) -> str:
+    return getattr(hook, "__qualname__", None) or repr(hook)

@@ -1,0 +1,147 @@
+"""The system prompt, built once per session and stored with it (prompt-cache stability).
+
+Layers, in order: identity (`SOUL.md` in the home, else the default), tool-use guidance for the
+tools present, the memory snapshot, the skills index, the project's context file, and the
+environment (date, platform, working directory). Anything read from disk is scanned for prompt
+injection and cut head+tail, so one odd file cannot take over or flood the prompt.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+DEFAULT_IDENTITY = (
+    "You are talaria, a capable assistant and coding agent. You work in the user's environment "
+    "through the tools you are given. Be direct and accurate; prefer doing over describing. "
+    "When a task is done, say briefly what you did and what is left."
+)
+
+CONTEXT_FILES = (".talaria.md", "AGENTS.md", "CLAUDE.md", ".cursorrules")
+CONTEXT_FILE_LIMIT = 20_000
+SKILL_DESCRIPTION_LIMIT = 200
+
+_TOOL_GUIDANCE: dict[str, str] = {
+    "terminal": "Use `terminal` to run shell commands; prefer non-interactive flags. Dangerous "
+    "commands need the user's approval and may be denied.",
+    "read_file": "Read files with `read_file` before editing them.",
+    "patch": "Edit files with `patch` (exact string replacement) rather than rewriting them.",
+    "search_files": "Find code with `search_files` instead of listing directories by hand.",
+    "todo": "For multi-step work keep a plan with `todo` and update it as you go.",
+    "memory": "Save durable facts about the user or the environment with `memory`; keep entries "
+    "short. Memory changes show up in the next session.",
+    "session_search": "Use `session_search` to recall earlier conversations.",
+    "delegate_task": "Delegate independent sub-tasks with `delegate_task`; children see only the "
+    "goal and context you give them.",
+    "clarify": "Ask with `clarify` only when you cannot proceed without the user's answer.",
+}
+
+
+@dataclass(frozen=True)
+class PromptInputs:
+    home: Path
+    cwd: Path
+    tool_names: Iterable[str]
+    memory_snapshot: str = ""
+    now: Callable[[], datetime] = datetime.now
+
+
+def build_system_prompt(inputs: PromptInputs) -> str:
+    sections = [
+        _identity(inputs.home),
+        _tool_guidance(inputs.tool_names),
+        inputs.memory_snapshot.strip(),
+        _skills_index(inputs.home),
+        _context_file(inputs.cwd),
+        _environment(inputs),
+    ]
+    return "\n\n".join(section for section in sections if section)
+
+
+def _identity(home: Path) -> str:
+    soul = _read_guarded(home / "SOUL.md", "SOUL.md")
+    return soul or DEFAULT_IDENTITY
+
+
+def _tool_guidance(tool_names: Iterable[str]) -> str:
+    lines = [_TOOL_GUIDANCE[name] for name in tool_names if name in _TOOL_GUIDANCE]
+    return "# Tools\n" + "\n".join(f"- {line}" for line in lines) if lines else ""
+
+
+def _skills_index(home: Path) -> str:
+    skills_dir = home / "skills"
+    if not skills_dir.is_dir():
+        return ""
+    entries = []
+    for skill_file in sorted(skills_dir.glob("*/SKILL.md")):
+        name, description = _skill_header(skill_file)
+        entries.append(f"- {name}: {description}" if description else f"- {name}")
+    if not entries:
+        return ""
+    return (
+        "# Skills\nRead a skill's SKILL.md (under "
+        f"{skills_dir}) before using it.\n" + "\n".join(entries)
+    )
+
+
+def _skill_header(path: Path) -> tuple[str, str]:
+    """Name and description from the front matter (or the first line) of a SKILL.md."""
+    name, description = path.parent.name, ""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[:20]
+    except OSError:
+        return name, ""
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == "name" and value.strip():
+            name = value.strip()
+        elif key.strip() == "description" and value.strip():
+            description = value.strip()
+    if not description:
+        description = next((ln.strip("# ").strip() for ln in lines if ln.strip("-# ").strip()), "")
+    return name, description[:SKILL_DESCRIPTION_LIMIT]
+
+
+def _context_file(cwd: Path) -> str:
+    for name in CONTEXT_FILES:
+        text = _read_guarded(cwd / name, name)
+        if text:
+            return f"# Project context ({name})\n{text}"
+    return ""
+
+
+def _read_guarded(path: Path, label: str) -> str:
+    """File text, or a visible note when it looks like prompt injection; cut head+tail."""
+    try:
+        if not path.is_file():
+            return ""
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    from talaria.prompt.injection import scan_text
+
+    findings = scan_text(text)
+    if findings:
+        return f"[{label} was blocked: it looks like prompt injection ({'; '.join(findings)}).]"
+    return _cut(text, CONTEXT_FILE_LIMIT)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    omitted = len(text) - 2 * half
+    return f"{text[:half]}\n[... {omitted} characters omitted ...]\n{text[-half:]}"
+
+
+def _environment(inputs: PromptInputs) -> str:
+    system = f"{platform.system()} {platform.release()}".strip()
+    return (
+        "# Environment\n"
+        f"- Date: {inputs.now().strftime('%A, %Y-%m-%d')}\n"
+        f"- Platform: {system}\n"
+        f"- Working directory: {inputs.cwd}"
+    )

@@ -1,0 +1,284 @@
+"""The OpenAI Chat Completions adapter (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama, ...).
+
+Canonical history is already Chat Completions shaped, so building the request is a key filter.
+Answers are read as plain dicts (no per-chunk pydantic models): inline ``<think>`` reasoning is
+split off, streamed tool calls are assembled by index, usage is put in talaria's disjoint buckets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from talaria.messages.think import ThinkSplitter, strip_think
+from talaria.providers.base import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    StreamHandler,
+    ToolCall,
+    Usage,
+)
+from talaria.providers.classify import classify_exception
+from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.sdk import (
+    LoopBoundClient,
+    openai_client,
+    openai_post_json,
+    openai_post_stream,
+)
+
+WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+"""The message keys the API knows; reasoning and replay state are ours and never sent."""
+
+FINISH_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+}
+
+
+class ChatCompletionsClient:
+    """A `ModelClient` for one Chat Completions endpoint and model, over the official SDK."""
+
+    api_mode = "chat_completions"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        provider: str = "openai",
+        timeout: float = 600.0,
+        default_headers: dict[str, str] | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.provider = provider
+        self.extra_body = extra_body
+        self._sdk = LoopBoundClient(
+            lambda: openai_client(
+                base_url=base_url, api_key=api_key, timeout=timeout, default_headers=default_headers
+            )
+        )
+
+    async def complete(self, request: ModelRequest, stream: StreamHandler) -> ModelResponse:
+        body = build_body(request, self.model, self.extra_body)
+        try:
+            client = self._sdk.get()
+        except Exception as exc:
+            raise ProviderError(
+                str(exc), kind=ErrorKind.CONFIG, provider=self.provider, model=self.model
+            ) from exc
+        reader = _StreamReader(stream)
+        try:
+            if request.stream:
+                async with contextlib.aclosing(
+                    openai_post_stream(client, "/chat/completions", body)
+                ) as chunks:
+                    async for chunk in chunks:
+                        reader.feed(chunk)
+                return reader.finish()
+            return parse_completion(await openai_post_json(client, "/chat/completions", body))
+        except Exception as exc:
+            raise classify_exception(
+                exc, provider=self.provider, model=self.model, output_started=reader.output_started
+            ) from exc
+
+    async def aclose(self) -> None:
+        await self._sdk.aclose()
+
+
+def build_body(
+    request: ModelRequest, model: str, extra_body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON body for one call, built directly (no SDK transform)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [wire_message(message) for message in request.messages],
+        "stream": request.stream,
+    }
+    if request.stream:
+        body["stream_options"] = {"include_usage": True}
+    if request.tools:
+        body["tools"] = request.tools
+        body["tool_choice"] = request.tool_choice
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    body.update(extra_body or {})
+    body.update(request.extra_body or {})
+    return body
+
+
+def wire_message(message: Message) -> dict[str, Any]:
+    """A canonical message with only the keys the API accepts."""
+    return {key: message[key] for key in WIRE_KEYS if key in message}
+
+
+def usage_from_openai(usage: dict[str, Any] | None) -> Usage:
+    """OpenAI-convention usage (prompt_tokens includes cached tokens) in disjoint buckets."""
+    if not usage:
+        return Usage()
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    output_details = usage.get("completion_tokens_details") or {}
+    cached = int(prompt_details.get("cached_tokens") or 0)
+    written = int(
+        prompt_details.get("cache_write_tokens") or usage.get("cache_creation_input_tokens") or 0
+    )
+    prompt = int(usage.get("prompt_tokens") or 0)
+    return Usage(
+        input_tokens=max(0, prompt - cached - written),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+        reasoning_tokens=int(output_details.get("reasoning_tokens") or 0),
+    )
+
+
+def parse_completion(data: Any) -> ModelResponse:
+    """A non-streaming ``chat.completion`` answer."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise _invalid(data)
+    message = choices[0].get("message") or {}
+    visible, tagged = strip_think(message.get("content") or "")
+    if tagged:
+        visible = visible.lstrip()
+    field_reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+    calls = [
+        ToolCall(
+            id=call.get("id") or f"call_{index}",
+            name=(call.get("function") or {}).get("name") or "",
+            arguments=(call.get("function") or {}).get("arguments") or "",
+        )
+        for index, call in enumerate(message.get("tool_calls") or [])
+    ]
+    refusal = message.get("refusal") or None
+    return ModelResponse(
+        text=visible or None,
+        tool_calls=calls,
+        reasoning=(field_reasoning + tagged) or None,
+        finish_reason=_finish(choices[0].get("finish_reason"), bool(calls), refusal),
+        refusal=refusal,
+        usage=usage_from_openai(data.get("usage")),
+        model=data.get("model"),
+        response_id=data.get("id"),
+    )
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    announced: bool = False
+
+
+class _StreamReader:
+    """Accumulates ``chat.completion.chunk`` dicts and forwards deltas to the handler."""
+
+    def __init__(self, handler: StreamHandler) -> None:
+        self.handler = handler
+        self.output_started = False
+        self._splitter = ThinkSplitter()
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, _PartialCall] = {}
+        self._after_think = False
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._model: str | None = None
+        self._id: str | None = None
+        self._saw_choice = False
+
+    def feed(self, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            raise _invalid(chunk)
+        self._model = chunk.get("model") or self._model
+        self._id = chunk.get("id") or self._id
+        self._usage = chunk.get("usage") or self._usage
+        for choice in chunk.get("choices") or []:
+            self._saw_choice = True
+            delta = choice.get("delta") or {}
+            self._on_reasoning(delta.get("reasoning_content") or delta.get("reasoning") or "")
+            if delta.get("content"):
+                self._on_content(*self._splitter.feed(delta["content"]))
+            if delta.get("refusal"):
+                self._refusal.append(delta["refusal"])
+            for position, call in enumerate(delta.get("tool_calls") or []):
+                self._on_tool_call(call, position)
+            self._finish = choice.get("finish_reason") or self._finish
+
+    def finish(self) -> ModelResponse:
+        if not self._saw_choice:
+            raise _invalid("the stream ended without any choices")
+        self._on_content(*self._splitter.flush())
+        calls = [
+            ToolCall(id=p.id or f"call_{index}", name=p.name, arguments="".join(p.arguments))
+            for index, p in sorted(self._calls.items())
+        ]
+        refusal = "".join(self._refusal) or None
+        return ModelResponse(
+            text="".join(self._text) or None,
+            tool_calls=calls,
+            reasoning="".join(self._reasoning) or None,
+            finish_reason=_finish(self._finish, bool(calls), refusal),
+            refusal=refusal,
+            usage=usage_from_openai(self._usage),
+            model=self._model,
+            response_id=self._id,
+        )
+
+    def _on_reasoning(self, delta: str) -> None:
+        if delta:
+            self._reasoning.append(delta)
+            self.output_started = True
+            self.handler.reasoning(delta)
+
+    def _on_content(self, visible: str, reasoning: str) -> None:
+        if reasoning or self._splitter.in_reasoning:
+            self._after_think = True
+        self._on_reasoning(reasoning)
+        if self._after_think and not self._text:
+            visible = visible.lstrip()
+        if visible:
+            self._text.append(visible)
+            self.output_started = True
+            self.handler.text(visible)
+
+    def _on_tool_call(self, call: dict[str, Any], position: int) -> None:
+        index = call.get("index", position)
+        partial = self._calls.setdefault(index, _PartialCall())
+        partial.id = call.get("id") or partial.id
+        function = call.get("function") or {}
+        partial.name = partial.name or function.get("name") or ""
+        if function.get("arguments"):
+            partial.arguments.append(function["arguments"])
+        if partial.name and not partial.announced:
+            partial.announced = True
+            self.handler.tool_call(index, partial.id or f"call_{index}", partial.name)
+
+
+def _finish(raw: str | None, has_calls: bool, refusal: str | None) -> str:
+    if refusal:
+        return "refusal"
+    reason = FINISH_REASONS.get(raw or "", "stop")
+    return "tool_calls" if has_calls and reason == "stop" else reason
+
+
+def _invalid(data: Any) -> ProviderError:
+    shown = data if isinstance(data, str) else repr(data)
+    return ProviderError(
+        f"not a chat completion: {' '.join(shown.split())[:200]}",
+        kind=ErrorKind.INVALID_RESPONSE,
+        body=data,
+    )

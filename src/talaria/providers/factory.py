@@ -1,0 +1,84 @@
+"""From a provider spec (what the user configured) to a live client for its wire API."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from talaria.providers.base import ModelClient
+
+_CLIENTS: dict[str, tuple[str, str]] = {
+    "chat_completions": ("talaria.providers.chat_completions", "ChatCompletionsClient"),
+    "codex_responses": ("talaria.providers.responses", "ResponsesClient"),
+    "anthropic_messages": ("talaria.providers.anthropic_messages", "AnthropicMessagesClient"),
+}
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One fully resolved endpoint: provider name, model, URL, key and wire API."""
+
+    provider: str
+    model: str
+    base_url: str
+    api_key: str
+    api_mode: str
+    options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    def with_key(self, api_key: str) -> ProviderSpec:
+        return replace(self, api_key=api_key)
+
+
+def resolve_spec(
+    *,
+    model: str | None,
+    provider: str | None,
+    base_url: str | None,
+    api_key: str | None,
+    api_mode: str | None,
+    env: dict[str, str] | None = None,
+    options: dict[str, Any] | None = None,
+) -> ProviderSpec:
+    """Fill in what the user left out, in the seed's resolution order."""
+    import os
+
+    from talaria.providers.resolve import resolve_api_mode, resolve_endpoint
+
+    if not model:
+        from talaria.providers.errors import ErrorKind, ProviderError
+
+        raise ProviderError(
+            "no model configured: pass model=..., set model.default in config.yaml, "
+            "or TALARIA_MODEL in the environment",
+            kind=ErrorKind.CONFIG,
+        )
+    resolved_provider, resolved_url, resolved_key = resolve_endpoint(
+        provider, base_url, api_key, dict(os.environ) if env is None else env
+    )
+    mode = resolve_api_mode(api_mode, resolved_provider, resolved_url, model)
+    return ProviderSpec(
+        provider=resolved_provider,
+        model=model,
+        base_url=resolved_url,
+        api_key=resolved_key,
+        api_mode=mode,
+        options=dict(options or {}),
+    )
+
+
+def build_client(spec: ProviderSpec) -> ModelClient:
+    module_name, class_name = _CLIENTS[spec.api_mode]
+    client_class = getattr(importlib.import_module(module_name), class_name)
+    client: ModelClient = client_class(
+        spec.model,
+        base_url=spec.base_url,
+        api_key=spec.api_key,
+        provider=spec.provider,
+        **spec.options,
+    )
+    return client

@@ -1,0 +1,86 @@
+"""Shared plumbing for adapters built on the official SDKs.
+
+Two facts every adapter has to respect live here once:
+
+* The SDKs' high-level methods (``chat.completions.create(messages=...)``) walk every message
+  through a TypedDict transform on each call: O(history) per call. `openai_post` uses the
+  low-level ``client.post`` with a prebuilt body and keeps what we want from the SDK (auth,
+  error mapping, SSE parsing) without the transform.
+* An SDK client owns an httpx connection pool bound to the event loop that first used it.
+  `LoopBoundClient` makes a fresh client when it is used from a different loop (e.g. one
+  ``asyncio.run`` per synchronous ``agent.chat``), instead of failing with "Event loop is closed".
+
+The SDKs are imported inside functions so that ``import talaria`` stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+
+class LoopBoundClient:
+    """Creates an SDK client on first use, and again whenever the running event loop changes."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = self._factory()
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()
+        self._loop = None
+
+
+def openai_client(
+    *,
+    base_url: str,
+    api_key: str | None,
+    timeout: float,
+    default_headers: dict[str, str] | None = None,
+) -> Any:
+    """An ``openai.AsyncOpenAI`` without SDK retries (talaria has its own retry layer)."""
+    import openai
+
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=0,
+        default_headers=default_headers,
+    )
+
+
+async def openai_post_json(client: Any, path: str, body: dict[str, Any]) -> Any:
+    """POST a prebuilt body; the decoded JSON answer (a str when the server did not send JSON)."""
+    return await client.post(path, body=body, cast_to=object)
+
+
+async def openai_post_stream(
+    client: Any, path: str, body: dict[str, Any]
+) -> AsyncGenerator[dict[str, Any], None]:
+    """POST a prebuilt body and yield each SSE event's JSON data as a plain dict.
+
+    The SDK raises its own errors for HTTP failures and for ``{"error": ...}`` events; the
+    response is closed even when the consumer stops early or is cancelled.
+    """
+    import openai
+
+    stream = await client.post(
+        path, body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+    )
+    try:
+        async for event in stream:
+            yield event
+    finally:
+        await stream.close()

@@ -1,0 +1,178 @@
+"""The SQLite on-disk format: the ordered migrations, how a canonical message maps onto a
+row of the messages table, and how a user's search text maps onto an FTS5 query.
+
+`PRAGMA user_version` records how many migrations a database has had; opening a database runs
+the missing ones in one transaction. Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from typing import Any
+
+from talaria.store.base import SearchQueryError, StoreError, content_text
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 1: sessions, messages (+ full-text index), per-session state.
+    (
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            title TEXT,
+            source TEXT NOT NULL DEFAULT 'api',
+            model TEXT,
+            provider TEXT,
+            api_mode TEXT,
+            system_prompt TEXT,
+            parent_session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+            cwd TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            ended_at REAL,
+            end_reason TEXT,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            usage TEXT NOT NULL DEFAULT '{}'
+        )
+        """,
+        "CREATE UNIQUE INDEX sessions_title ON sessions(title) WHERE title IS NOT NULL",
+        "CREATE INDEX sessions_updated ON sessions(updated_at)",
+        "CREATE INDEX sessions_parent ON sessions(parent_session_id)",
+        """
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT,
+            content_is_json INTEGER NOT NULL DEFAULT 0,
+            tool_calls TEXT,
+            tool_call_id TEXT,
+            name TEXT,
+            reasoning TEXT,
+            reasoning_details TEXT,
+            extra TEXT,
+            created_at REAL NOT NULL,
+            UNIQUE (session_id, seq)
+        )
+        """,
+        # prefix indexes keep "qu*"-style queries as fast as whole words
+        "CREATE VIRTUAL TABLE messages_fts USING fts5("
+        "body, tokenize = 'porter unicode61', prefix = '2 3')",
+        """
+        CREATE TABLE session_state (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (session_id, key)
+        )
+        """,
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+MESSAGE_COLUMNS = (
+    "role, content, content_is_json, tool_calls, tool_call_id, name, reasoning, "
+    "reasoning_details, extra"
+)
+_TEXT_COLUMNS = ("tool_call_id", "name", "reasoning")
+_OPERATORS = {"AND", "OR", "NOT"}
+_TOKEN = re.compile(r'"([^"]*)"|(\S+)')
+
+
+def dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"value is not JSON-serialisable: {exc}") from exc
+
+
+def encode_message(message: dict[str, Any]) -> dict[str, Any]:
+    """Split a canonical message into a value for every column of MESSAGE_COLUMNS; anything
+    that does not fit a typed column (unknown keys, explicit None values) goes to `extra`,
+    so loading gives back exactly what was appended."""
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise StoreError(f"every message needs a string 'role', got {role!r}")
+    row: dict[str, Any] = dict.fromkeys(c.strip() for c in MESSAGE_COLUMNS.split(","))
+    row.update(role=role, content_is_json=0)
+    extra: dict[str, Any] = {}
+    for key, value in message.items():
+        if key == "role":
+            continue
+        if key == "content" and isinstance(value, str):
+            row["content"] = value
+        elif key == "content" and isinstance(value, list):
+            row["content"], row["content_is_json"] = dumps(value), 1
+        elif key == "tool_calls" and isinstance(value, list):
+            row["tool_calls"] = dumps(value)
+        elif key in _TEXT_COLUMNS and isinstance(value, str):
+            row[key] = value
+        elif key == "reasoning_details" and value is not None:
+            row["reasoning_details"] = dumps(value)
+        else:
+            extra[key] = value
+    row["extra"] = dumps(extra) if extra else None
+    return row
+
+
+def decode_message(row: sqlite3.Row) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": row["role"]}
+    if row["content"] is not None:
+        message["content"] = (
+            json.loads(row["content"]) if row["content_is_json"] else row["content"]
+        )
+    if row["reasoning"] is not None:
+        message["reasoning"] = row["reasoning"]
+    if row["reasoning_details"] is not None:
+        message["reasoning_details"] = json.loads(row["reasoning_details"])
+    if row["tool_calls"] is not None:
+        message["tool_calls"] = json.loads(row["tool_calls"])
+    for key in ("tool_call_id", "name"):
+        if row[key] is not None:
+            message[key] = row[key]
+    if row["extra"] is not None:
+        message.update(json.loads(row["extra"]))
+    return message
+
+
+def search_body(message: dict[str, Any]) -> str:
+    """What full-text search sees of a message: its text plus tool names and arguments."""
+    parts = [content_text(message.get("content"))]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        parts.extend(str(function.get(k) or "") for k in ("name", "arguments"))
+    return "\n".join(p for p in parts if p).replace("\x00", " ")
+
+
+def fts_query(text: str) -> str:
+    """Turn free text into a safe FTS5 expression.
+
+    Every term becomes a quoted string, so punctuation (`c++`, `foo-bar`, `a/b.py`) is never
+    parsed as syntax. Balanced "double quotes" keep a phrase; a trailing `*` asks for a prefix;
+    upper-case OR / NOT between two terms are operators, AND is implied. Terms with no letter
+    or digit are dropped; if nothing is left the query is refused.
+    """
+    terms: list[str] = []
+    pending_op: str | None = None
+    for match in _TOKEN.finditer(text.replace("\x00", " ")):  # NUL ends a C string
+        phrase, word = match.group(1), match.group(2)
+        if word in _OPERATORS:
+            pending_op = word if terms and word != "AND" else None
+            continue
+        raw = phrase if phrase is not None else word.replace('"', " ")
+        prefix = phrase is None and raw.endswith("*")
+        raw = raw.rstrip("*") if prefix else raw
+        if not any(ch.isalnum() for ch in raw):
+            continue
+        term = '"' + raw.replace('"', '""') + '"' + ("*" if prefix else "")
+        terms.append(f"{pending_op} {term}" if pending_op and len(terms) else term)
+        pending_op = None
+    if not terms:
+        raise SearchQueryError(
+            f"search query {text!r} has no words to search for; use letters or digits"
+        )
+    return " ".join(terms)

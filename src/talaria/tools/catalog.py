@@ -1,0 +1,74 @@
+"""The built-in toolsets and which of them an agent gets.
+
+Toolset names are a public contract: terminal, file, clarify, todo, memory, session_search,
+delegation. By default every toolset is on where it can work: `clarify` needs someone to
+answer, `memory` needs memory enabled, `delegation` is not offered to children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from talaria.tools.base import Tool
+
+TOOLSETS: tuple[str, ...] = (
+    "terminal",
+    "file",
+    "clarify",
+    "todo",
+    "memory",
+    "session_search",
+    "delegation",
+)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What this agent can support, which decides the default toolsets."""
+
+    can_clarify: bool
+    memory_enabled: bool
+    can_delegate: bool
+
+
+def builtin_tools() -> list[Tool]:
+    """Every built-in tool, in the fixed order that keeps the prompt prefix byte-stable."""
+    from talaria.agent_tools.delegate import DELEGATE_TOOL
+    from talaria.agent_tools.memory import MEMORY_TOOL
+    from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
+    from talaria.agent_tools.todo import TODO_TOOL
+    from talaria.tools.builtin import builtin_tools as core_tools
+
+    return [*core_tools(), TODO_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
+
+
+def default_toolsets(caps: Capabilities) -> list[str]:
+    excluded = {
+        "clarify": not caps.can_clarify,
+        "memory": not caps.memory_enabled,
+        "delegation": not caps.can_delegate,
+    }
+    return [name for name in TOOLSETS if not excluded.get(name, False)]
+
+
+def select_tools(
+    toolsets: Sequence[str] | None,
+    caps: Capabilities,
+    extra: Iterable[Tool] = (),
+) -> list[Tool]:
+    """Built-in tools of the chosen toolsets, then the user's tools; names must be unique."""
+    chosen = list(toolsets) if toolsets is not None else default_toolsets(caps)
+    unknown = [name for name in chosen if name not in TOOLSETS]
+    if unknown:
+        raise ValueError(
+            f"unknown toolset(s): {', '.join(unknown)}; available: {', '.join(TOOLSETS)}"
+        )
+    selected = [t for t in builtin_tools() if t.toolset in chosen and t.available()] if chosen else []
+    names = {tool.name for tool in selected}
+    for tool in extra:
+        if tool.name in names:
+            raise ValueError(f"two tools are named {tool.name!r}; tool names must be unique")
+        names.add(tool.name)
+        selected.append(tool)
+    return selected

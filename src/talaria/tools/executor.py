@@ -1,0 +1,274 @@
+"""Runs the tool calls of one model response, exactly as the seed describes.
+
+One call runs inline; several run in parallel on a bounded pool; interactive tools run alone as
+barriers. For each call: resolve -> parse and validate arguments -> `pre_tool_call` guards ->
+approval -> handler -> result transforms and caps -> `post_tool_call`. Every failure becomes a
+tool result the model can read, and results come back in call order whatever order they finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from talaria.events import EventSink, ToolFinished, ToolStarted
+from talaria.loop.interrupt import Interrupted, InterruptSignal
+from talaria.plugins.hooks import HookBus
+from talaria.providers.base import ToolCall
+from talaria.tools.approval import (
+    DECISIONS,
+    ApprovalRequest,
+    ApprovalState,
+    Approver,
+    Assessment,
+    assess_tool_call,
+)
+from talaria.tools.base import Tool, ToolContext, ToolError
+from talaria.tools.results import cap_result, serialise_result
+from talaria.tools.validate import ArgumentError, validate_arguments
+
+log = logging.getLogger("talaria.tools")
+
+INTERRUPTED_RESULT = "Interrupted: the user stopped this turn before this tool call finished."
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    content: str
+    is_error: bool = False
+    halt: str | None = None
+    """Set when the whole turn must stop (an approval timed out)."""
+
+
+@dataclass(slots=True)
+class BatchResult:
+    messages: list[dict[str, Any]]
+    halt: str | None = None
+
+
+@dataclass
+class ExecutorSettings:
+    max_workers: int = 8
+    default_timeout: float = 600.0
+    approval_timeout: float = 300.0
+    result_limit: int = 50_000
+    spill_dir: Path | None = None
+    interrupt_grace: float = 2.0
+
+
+@dataclass
+class ToolExecutor:
+    tools: Mapping[str, Tool]
+    hooks: HookBus
+    approvals: ApprovalState
+    approver: Approver | None
+    settings: ExecutorSettings = field(default_factory=ExecutorSettings)
+    _pool: concurrent.futures.ThreadPoolExecutor | None = field(default=None, init=False)
+
+    @property
+    def pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self.settings.max_workers, thread_name_prefix="talaria-tool"
+            )
+        return self._pool
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    async def run_batch(
+        self,
+        calls: list[ToolCall],
+        make_context: Callable[[ToolCall, threading.Event], ToolContext],
+        interrupt: InterruptSignal,
+        emit: EventSink,
+    ) -> BatchResult:
+        outcomes: list[CallOutcome | None] = [None] * len(calls)
+        for group in self._groups(calls):
+            if interrupt.is_set:
+                break
+            results = await self._run_group([calls[i] for i in group], make_context, interrupt, emit)
+            for index, outcome in zip(group, results, strict=True):
+                outcomes[index] = outcome
+            if any(o.halt for o in results):
+                break
+        halt = next((o.halt for o in outcomes if o is not None and o.halt), None)
+        messages = []
+        for call, maybe in zip(calls, outcomes, strict=True):
+            outcome = maybe or CallOutcome(INTERRUPTED_RESULT if interrupt.is_set else
+                                           f"Not run: the turn stopped ({halt}).", True)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
+        return BatchResult(messages, halt)
+
+    def _groups(self, calls: list[ToolCall]) -> list[list[int]]:
+        """Consecutive non-interactive calls share a group; each interactive call is alone."""
+        groups: list[list[int]] = []
+        for index, call in enumerate(calls):
+            tool = self.tools.get(call.name)
+            if tool is not None and tool.interactive:
+                groups.append([index])
+            elif groups and not _is_barrier(self.tools, calls[groups[-1][-1]]):
+                groups[-1].append(index)
+            else:
+                groups.append([index])
+        return groups
+
+    async def _run_group(
+        self,
+        calls: list[ToolCall],
+        make_context: Callable[[ToolCall, threading.Event], ToolContext],
+        interrupt: InterruptSignal,
+        emit: EventSink,
+    ) -> list[CallOutcome]:
+        cancels = [threading.Event() for _ in calls]
+        tasks = [
+            asyncio.ensure_future(self._run_one(call, make_context(call, cancel), emit))
+            for call, cancel in zip(calls, cancels, strict=True)
+        ]
+        gathered = asyncio.gather(*tasks)
+        try:
+            return list(await interrupt.race(asyncio.shield(gathered)))
+        except Interrupted:
+            for cancel in cancels:
+                cancel.set()
+            done, _ = await asyncio.wait(tasks, timeout=self.settings.interrupt_grace)
+            for task in tasks:
+                if task not in done:
+                    task.cancel()
+            return [
+                task.result() if task in done and not task.cancelled()
+                else CallOutcome(INTERRUPTED_RESULT, True)
+                for task in tasks
+            ]
+
+    async def _run_one(self, call: ToolCall, ctx: ToolContext, emit: EventSink) -> CallOutcome:
+        started = time.monotonic()
+        arguments: dict[str, Any] = {}
+        try:
+            tool, arguments = self._resolve(call)
+            emit(ToolStarted(call.id, call.name, arguments))
+            outcome = await self._guarded(tool, call, arguments, ctx)
+        except ToolError as exc:
+            emit(ToolStarted(call.id, call.name, arguments))
+            outcome = CallOutcome(f"Error: {exc}", True)
+        if not outcome.is_error:
+            content = self.hooks.transform_tool_result(call.name, outcome.content, arguments=arguments,
+                                                       task_id=ctx.task_id)
+            spill = self.settings.spill_dir
+            outcome.content = cap_result(content, limit=self._limit(call.name), spill_dir=spill,
+                                         call_id=call.id, tool_name=call.name)
+        self.hooks.emit("post_tool_call", tool_name=call.name, arguments=arguments,
+                        result=outcome.content, is_error=outcome.is_error, task_id=ctx.task_id)
+        emit(ToolFinished(call.id, call.name, outcome.content, outcome.is_error,
+                          time.monotonic() - started))
+        return outcome
+
+    def _limit(self, name: str) -> int:
+        tool = self.tools.get(name)
+        return (tool.max_result_chars if tool and tool.max_result_chars else
+                self.settings.result_limit)
+
+    def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(sorted(self.tools)) or "none"
+            raise ToolError(f"unknown tool {call.name!r}. Available tools: {available}.")
+        try:
+            return tool, validate_arguments(tool.parameters, call.arguments)
+        except ArgumentError as exc:
+            raise ToolError(f"invalid arguments for {call.name}: {exc}. The call was not "
+                            "executed; fix the arguments and call again.") from None
+
+    async def _guarded(
+        self, tool: Tool, call: ToolCall, arguments: dict[str, Any], ctx: ToolContext
+    ) -> CallOutcome:
+        guard = self.hooks.pre_tool_call(call.name, arguments, task_id=ctx.task_id,
+                                         session_id=ctx.session_id)
+        if guard.blocked:
+            return CallOutcome(f"Blocked by a plugin: {guard.blocked}", True)
+        if guard.arguments is not arguments:
+            try:
+                arguments = validate_arguments(tool.parameters, guard.arguments)
+            except ArgumentError as exc:
+                return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
+        assessment = assess_tool_call(call.name, arguments, ctx.cwd, ctx.home)
+        if assessment is not None:
+            denial = await self._approve(assessment, call.name, arguments, guard.approved)
+            if denial is not None:
+                return denial
+        return await self._invoke(tool, arguments, ctx)
+
+    async def _approve(
+        self, assessment: Assessment, tool_name: str, arguments: dict[str, Any], pre_approved: bool
+    ) -> CallOutcome | None:
+        """None when the call may run; otherwise the denial the model will read."""
+        if assessment.blocked:
+            return CallOutcome(f"BLOCKED: {assessment.reason}. This is never allowed, in any "
+                               "mode; do not try to work around it.", True)
+        if pre_approved or self.approvals.mode == "off" or self.approvals.is_granted(
+            assessment.pattern
+        ):
+            return None
+        if self.approver is None:
+            return CallOutcome(f"Denied: this needs the user's approval ({assessment.reason}) "
+                               "and no one is available to approve it in this session. Do not "
+                               "retry it; find a safer way or tell the user what you need.", True)
+        request = ApprovalRequest(assessment.command, assessment.reason, tool_name, arguments,
+                                  assessment.pattern)
+        loop = asyncio.get_running_loop()
+        try:
+            answer = await asyncio.wait_for(
+                loop.run_in_executor(self.pool, self.approver, request),
+                timeout=self.settings.approval_timeout,
+            )
+        except TimeoutError:
+            return CallOutcome("Denied: the approval request timed out.", True,
+                               halt="approval timed out")
+        except Exception as exc:
+            log.exception("approval callback failed")
+            return CallOutcome(f"Denied: the approval could not be obtained ({exc}).", True)
+        decision = str(answer).strip().lower() if answer is not None else "deny"
+        if decision not in DECISIONS or decision == "deny":
+            return CallOutcome(f"Denied by the user: {assessment.command!r} was not approved. "
+                               "Do not retry it; ask the user how to proceed.", True)
+        self.approvals.record(decision, assessment.pattern)
+        return None
+
+    async def _invoke(self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> CallOutcome:
+        kwargs = dict(arguments)
+        if tool.context_param:
+            kwargs[tool.context_param] = ctx
+        timeout = tool.timeout or self.settings.default_timeout
+        try:
+            if tool.is_async:
+                value = await asyncio.wait_for(tool.handler(**kwargs), timeout)
+            else:
+                loop = asyncio.get_running_loop()
+                future = loop.run_in_executor(self.pool, functools.partial(tool.handler, **kwargs))
+                value = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            ctx.interrupt.set()
+            return CallOutcome(f"Error: {tool.name} timed out after {timeout:g} s.", True)
+        except ToolError as exc:
+            return CallOutcome(f"Error: {exc}", True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.debug("tool %s raised", tool.name, exc_info=True)
+            return CallOutcome(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", True)
+        return CallOutcome(serialise_result(value))
+
+
+def _is_barrier(tools: Mapping[str, Tool], call: ToolCall) -> bool:
+    tool = tools.get(call.name)
+    return tool is not None and tool.interactive

@@ -1,0 +1,40 @@
+"""Shared fixtures: a running scripted provider and a stream handler that records what it got."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from talaria.testing.server import ScriptedProvider
+
+
+@dataclass
+class RecordingStream:
+    """A StreamHandler that keeps every delta, in order."""
+
+    texts: list[str] = field(default_factory=list)
+    reasonings: list[str] = field(default_factory=list)
+    tool_calls: list[tuple[int, str, str]] = field(default_factory=list)
+
+    def text(self, delta: str) -> None:
+        self.texts.append(delta)
+
+    def reasoning(self, delta: str) -> None:
+        self.reasonings.append(delta)
+
+    def tool_call(self, index: int, call_id: str, name: str) -> None:
+        self.tool_calls.append((index, call_id, name))
+
+
+@pytest.fixture
+def provider() -> Iterator[ScriptedProvider]:
+    """A started ScriptedProvider with an empty script (add steps with ``provider.add``)."""
+    with ScriptedProvider() as server:
+        yield server
+
+
+@pytest.fixture
+def recorder() -> RecordingStream:
+    return RecordingStream()

@@ -1,0 +1,157 @@
+"""The dangerous-command policy: a corpus of real commands and bypass attempts, plus the
+file-write policy shared with the file tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from talaria.tools.command_safety import assess_command
+from talaria.tools.sensitive_paths import assess_file_write
+
+_CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "command_corpus.yaml").read_text())
+
+
+def _cases() -> list[tuple[str, str, str | None]]:
+    cases: list[tuple[str, str, str | None]] = []
+    for expect in ("safe", "approve", "blocked"):
+        for line in _CORPUS[expect].splitlines():
+            command, _, pattern = line.partition(" => ")
+            cases.append((command, expect, pattern or None))
+    for item in _CORPUS["multiline"]:
+        cases.append((item["command"], item["expect"], None))
+    return cases
+
+
+CASES = _cases()
+
+
+def _outcome(command: str) -> str:
+    verdict = assess_command(command)
+    if verdict is None:
+        return "safe"
+    return "blocked" if verdict.blocked else "approve"
+
+
+def test_corpus_is_large_and_covers_every_outcome() -> None:
+    outcomes = [expect for _, expect, _ in CASES]
+    assert len(CASES) >= 200
+    assert {o: outcomes.count(o) >= 40 for o in ("safe", "approve", "blocked")} == {
+        "safe": True,
+        "approve": True,
+        "blocked": True,
+    }
+
+
+@pytest.mark.parametrize(("command", "expect", "pattern"), CASES, ids=[c[0][:60] for c in CASES])
+def test_corpus(command: str, expect: str, pattern: str | None) -> None:
+    assert _outcome(command) == expect
+    if pattern is not None:
+        verdict = assess_command(command)
+        assert verdict is not None and verdict.pattern == pattern
+
+
+def test_pattern_is_a_stable_key_not_the_command() -> None:
+    first = assess_command("git push --force origin main")
+    second = assess_command("git push -f upstream feature")
+    assert first is not None and second is not None
+    assert first.pattern == second.pattern == "git push --force"
+    assert first.command == "git push --force origin main"
+    assert "history" in first.reason
+
+
+def test_every_danger_in_a_line_is_part_of_its_pattern() -> None:
+    """A session grant for one danger must not cover a second one chained after it."""
+    verdict = assess_command("git push --force && git reset --hard HEAD~3")
+    assert verdict is not None
+    assert verdict.pattern == "git push --force + git reset --hard"
+
+
+def test_a_blocked_part_blocks_the_whole_line() -> None:
+    verdict = assess_command("git push -f; sudo rm -rf /")
+    assert verdict is not None and verdict.blocked
+    assert verdict.pattern == "rm -r /"
+
+
+def test_nesting_beyond_the_cap_needs_approval() -> None:
+    command = "ls"
+    for _ in range(12):
+        command = f"sh -c {_quote(command)}"
+    verdict = assess_command(command)
+    assert verdict is not None and not verdict.blocked
+    assert verdict.pattern == "deep nesting"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def test_home_directory_is_protected_by_its_absolute_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    verdict = assess_command(f"rm -rf {tmp_path}")
+    assert verdict is not None and verdict.blocked
+    below = assess_command(f"rm -rf {tmp_path}/project/build")
+    assert below is not None and not below.blocked
+
+
+@pytest.fixture
+def user_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    home = tmp_path / "user"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+@pytest.mark.parametrize(
+    ("relative", "pattern"),
+    [
+        (".bashrc", "write to shell startup file"),
+        (".zshrc", "write to shell startup file"),
+        (".profile", "write to shell startup file"),
+        (".config/fish/config.fish", "write to shell startup file"),
+        (".ssh/authorized_keys", "write to ~/.ssh"),
+        (".ssh/config", "write to ~/.ssh"),
+    ],
+)
+def test_file_writes_to_user_startup_and_ssh_files_need_approval(
+    user_home: Path, relative: str, pattern: str
+) -> None:
+    verdict = assess_file_write(user_home / relative, home=user_home / ".talaria")
+    assert verdict is not None and not verdict.blocked
+    assert verdict.pattern == pattern
+
+
+def test_file_writes_to_talaria_settings_and_secrets_need_approval(user_home: Path) -> None:
+    talaria_home = user_home / ".talaria"
+    for name in ("config.yaml", ".env"):
+        verdict = assess_file_write(talaria_home / name, home=talaria_home)
+        assert verdict is not None and verdict.pattern == "write to talaria config"
+    assert assess_file_write(talaria_home / "sessions.db", home=talaria_home) is None
+
+
+def test_file_writes_to_system_paths_need_approval(user_home: Path) -> None:
+    home = user_home / ".talaria"
+    etc = assess_file_write(Path("/etc/hosts"), home=home)
+    usr = assess_file_write(Path("/usr/local/bin/tool"), home=home)
+    assert etc is not None and etc.pattern == "write to /etc"
+    assert usr is not None and usr.pattern == "write to system dir"
+
+
+def test_ordinary_project_files_need_no_approval(user_home: Path) -> None:
+    home = user_home / ".talaria"
+    assert assess_file_write(user_home / "project" / "main.py", home=home) is None
+    assert assess_file_write(user_home / "project" / ".bashrc", home=home) is None
+    assert assess_file_write(Path("/tmp/scratch.txt"), home=home) is None
+
+
+def test_a_symlink_cannot_hide_a_sensitive_target(user_home: Path) -> None:
+    (user_home / ".bashrc").write_text("# rc\n")
+    link = user_home / "project" / "innocent.txt"
+    link.parent.mkdir()
+    link.symlink_to(user_home / ".bashrc")
+    verdict = assess_file_write(link, home=user_home / ".talaria")
+    assert verdict is not None and verdict.pattern == "write to shell startup file"

@@ -1,0 +1,164 @@
+"""Cost estimates and model metadata (context windows): what a user sees in usage and limits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from talaria.providers.base import Usage
+from talaria.providers.models import context_window, fetch_endpoint_context_length
+from talaria.providers.pricing import estimate_cost
+from talaria.testing.server import ScriptedProvider
+
+MILLION = 1_000_000
+
+
+def test_known_model_is_priced_per_million_tokens() -> None:
+    usage = Usage(input_tokens=MILLION, output_tokens=MILLION)
+    assert estimate_cost("gpt-4.1", usage, "openai") == pytest.approx(2.0 + 8.0)
+
+
+def test_cached_input_is_cheaper_than_fresh_input() -> None:
+    fresh = estimate_cost("claude-sonnet-4-5", Usage(input_tokens=100_000), "anthropic")
+    cached = estimate_cost("claude-sonnet-4-5", Usage(cache_read_tokens=100_000), "anthropic")
+    assert fresh is not None and cached is not None
+    assert 0 < cached < fresh
+
+
+@pytest.mark.parametrize(
+    ("model", "provider"),
+    [
+        ("openai/gpt-4.1", None),
+        ("openai/gpt-4.1", "openai"),
+        ("gpt-4.1", None),
+        ("gpt-4.1", "codex"),
+    ],
+)
+def test_provider_prefixes_are_understood(model: str, provider: str | None) -> None:
+    usage = Usage(input_tokens=MILLION)
+    assert estimate_cost(model, usage, provider) == estimate_cost("gpt-4.1", usage, "openai")
+
+
+def test_openrouter_ids_are_priced() -> None:
+    cost = estimate_cost("anthropic/claude-sonnet-4", Usage(output_tokens=MILLION), "openrouter")
+    assert cost is not None and cost > 0
+
+
+def test_unknown_model_has_no_price() -> None:
+    assert estimate_cost("my-finetune-7b", Usage(input_tokens=10), "custom") is None
+    assert estimate_cost("nobody/nothing", Usage(input_tokens=10), None) is None
+
+
+def test_local_models_cost_nothing() -> None:
+    assert estimate_cost("llama3.1:8b", Usage(input_tokens=MILLION), "ollama") == 0.0
+
+
+def test_context_window_sources_in_order_of_trust(caplog: pytest.LogCaptureFixture) -> None:
+    assert context_window("gpt-4.1", configured=50_000, endpoint_metadata=8192) == (
+        50_000,
+        "config",
+    )
+    assert context_window("gpt-4.1", configured=None, endpoint_metadata=8192) == (8192, "endpoint")
+    assert context_window("gpt-4.1-mini", configured=None, endpoint_metadata=None) == (
+        1_047_576,
+        "table",
+    )
+    assert caplog.records == []
+    with caplog.at_level(logging.WARNING):
+        assert context_window("house-model", configured=None, endpoint_metadata=None) == (
+            128_000,
+            "default",
+        )
+    assert "house-model" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("model", "window"),
+    [
+        ("anthropic/claude-sonnet-4", 200_000),
+        ("gpt-4o-mini-2024-07-18", 128_000),
+        ("gpt-4", 8192),
+        ("gpt-4-turbo-2024-04-09", 128_000),
+        ("o1-mini", 128_000),
+        ("o3", 200_000),
+        ("gpt-5-codex", 400_000),
+    ],
+)
+def test_table_matches_the_longest_prefix(model: str, window: int) -> None:
+    assert context_window(model, configured=None, endpoint_metadata=None) == (window, "table")
+
+
+async def test_endpoint_metadata_from_the_models_list() -> None:
+    with ScriptedProvider(model="local-model", context_length=32_768) as server:
+        found = await fetch_endpoint_context_length(server.openai_base_url, "key", "local-model")
+    assert found == 32_768
+
+
+@pytest.fixture
+def models_server() -> Iterator[dict[str, Any]]:
+    """A /v1/models endpoint whose payload each test sets."""
+    state: dict[str, Any] = {"payload": {}, "status": 200}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = json.dumps(state["payload"]).encode()
+            self.send_response(state["status"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    state["url"] = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"id": "m", "context_length": 200_000}, 200_000),  # OpenRouter
+        ({"id": "m", "max_model_len": 32_768}, 32_768),  # vLLM
+        ({"id": "m", "meta": {"n_ctx_train": 8192}}, 8192),  # llama.cpp
+        ({"id": "m", "top_provider": {"context_length": 64_000}}, 64_000),
+        ({"id": "m"}, None),
+    ],
+)
+async def test_endpoint_metadata_shapes(
+    models_server: dict[str, Any], entry: dict[str, Any], expected: int | None
+) -> None:
+    other = {"id": "other", "context_length": 1}
+    models_server["payload"] = {"object": "list", "data": [other, entry]}
+    assert await fetch_endpoint_context_length(models_server["url"], None, "m") == expected
+
+
+async def test_single_model_server_answers_for_any_name(models_server: dict[str, Any]) -> None:
+    models_server["payload"] = {"data": [{"id": "/models/qwen.gguf", "max_model_len": 16_384}]}
+    assert await fetch_endpoint_context_length(models_server["url"], None, "qwen") == 16_384
+
+
+@pytest.mark.parametrize("payload", [{"error": "nope"}, ["not", "a", "dict"], {"data": "x"}])
+async def test_endpoint_metadata_failures_are_none(
+    models_server: dict[str, Any], payload: Any
+) -> None:
+    models_server["payload"] = payload
+    assert await fetch_endpoint_context_length(models_server["url"], None, "m") is None
+
+
+async def test_unreachable_or_failing_endpoint_is_none(models_server: dict[str, Any]) -> None:
+    models_server["status"] = 500
+    models_server["payload"] = {"data": [{"id": "m", "context_length": 5}]}
+    assert await fetch_endpoint_context_length(models_server["url"], None, "m") is None
+    assert await fetch_endpoint_context_length("http://127.0.0.1:9/v1", None, "m") is None

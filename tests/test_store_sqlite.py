@@ -1,0 +1,188 @@
+"""The SQLite store: the shared conformance kit plus what only a real file can show."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from talaria.store.base import SearchQueryError, StoreError
+from talaria.store.conformance import StoreConformance
+from talaria.store.schema import SCHEMA_VERSION
+from talaria.store.sqlite import SQLiteSessionStore
+
+
+class TestSQLiteConformance(StoreConformance):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[SQLiteSessionStore]:
+        with SQLiteSessionStore(tmp_path / "sessions.db") as store:
+            yield store
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "sessions.db"
+
+
+def test_sessions_survive_reopening(db: Path) -> None:
+    with SQLiteSessionStore(db) as store:
+        store.create_session("s1", title="kept")
+        store.append_messages("s1", [(0, {"role": "user", "content": "remember me"})])
+        store.set_state("s1", "todos", [{"id": "1"}])
+    with SQLiteSessionStore(db) as store:
+        assert store.resolve("kept") == "s1"
+        assert store.load_messages("s1") == [{"role": "user", "content": "remember me"}]
+        assert store.get_state("s1", "todos") == [{"id": "1"}]
+        assert [h.session_id for h in store.search("remember")] == ["s1"]
+
+
+def test_database_uses_wal_and_records_its_schema_version(db: Path) -> None:
+    SQLiteSessionStore(db).close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+def test_a_newer_schema_is_refused_with_a_clear_error(db: Path) -> None:
+    SQLiteSessionStore(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this talaria"):
+        SQLiteSessionStore(db)
+
+
+def test_a_file_that_is_not_a_database_gives_a_store_error(db: Path) -> None:
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a database"):
+        SQLiteSessionStore(db)
+
+
+def test_a_database_locked_by_another_writer_fails_after_bounded_retries(db: Path) -> None:
+    with SQLiteSessionStore(db, busy_timeout=0.05, max_retries=3) as store:
+        store.create_session("s1")
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="stayed locked after 3 attempts"):
+            store.append_messages("s1", [(0, {"role": "user", "content": "x"})])
+        assert time.monotonic() - started < 5
+        other.execute("ROLLBACK")
+        other.close()
+        store.append_messages("s1", [(0, {"role": "user", "content": "x"})])
+        assert store.message_count("s1") == 1
+
+
+def test_bad_input_is_a_store_error(db: Path) -> None:
+    with SQLiteSessionStore(db) as store:
+        store.create_session("s1")
+        with pytest.raises(StoreError, match="role"):
+            store.append_messages("s1", [(0, {"content": "no role"})])
+        with pytest.raises(StoreError, match="seq"):
+            store.append_messages("s1", [(-1, {"role": "user", "content": "x"})])
+        with pytest.raises(StoreError, match="JSON"):
+            store.set_state("s1", "k", {"value": object()})
+        with pytest.raises(StoreError, match="reserved"):
+            store.rename("s1", "latest")
+        assert store.load_messages("s1") == []
+
+
+def test_threads_can_share_one_store(db: Path) -> None:
+    with SQLiteSessionStore(db) as store:
+        for n in range(6):
+            store.create_session(f"t{n}")
+
+        def append_many(n: int) -> None:
+            for seq in range(50):
+                store.append_messages(f"t{n}", [(seq, {"role": "user", "content": f"m{seq}"})])
+                store.search("m1")
+
+        threads = [threading.Thread(target=append_many, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [store.message_count(f"t{n}") for n in range(6)] == [50] * 6
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=40))
+def test_any_query_text_gives_results_or_a_search_query_error(tmp_path: Path, query: str) -> None:
+    with SQLiteSessionStore(tmp_path / "fuzz.db") as store:
+        if store.get_session("s1") is None:
+            store.create_session("s1")
+            store.append_messages("s1", [(0, {"role": "user", "content": "alpha beta c++ x.py"})])
+        try:
+            assert isinstance(store.search(query), list)
+        except SearchQueryError as exc:
+            assert "no words" in str(exc)
+
+
+def _best_of(repeats: int, action: Callable[[], object]) -> float:
+    timings = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        action()
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def test_appending_to_a_long_session_costs_the_same_as_to_a_short_one(db: Path) -> None:
+    with SQLiteSessionStore(db) as store:
+        store.create_session("short")
+        store.create_session("long")
+        store.append_messages("short", [(i, {"role": "user", "content": "x"}) for i in range(10)])
+        store.append_messages(
+            "long", [(i, {"role": "user", "content": "history " * 40}) for i in range(5000)]
+        )
+        seqs = {"short": 10, "long": 5000}
+
+        def append(sid: str) -> None:
+            store.append_messages(sid, [(seqs[sid], {"role": "user", "content": "next step"})])
+            seqs[sid] += 1
+
+        short = _best_of(40, lambda: append("short"))
+        long = _best_of(40, lambda: append("long"))
+        assert long < short * 3 + 0.001
+
+
+WORDS = "deploy kubernetes python rust database index query error timeout retry cache token"
+
+
+def _random_text(rng: random.Random, label: str) -> str:
+    return " ".join(rng.choices(WORDS.split(), k=12)) + f" {label}"
+
+
+def test_search_over_100k_messages_is_fast(db: Path) -> None:
+    rng = random.Random(7)
+    with SQLiteSessionStore(db) as store:
+        for n in range(10):
+            store.create_session(f"big{n}")
+            messages = [
+                {"role": "user", "content": _random_text(rng, f"id{n}x{i}")} for i in range(10_000)
+            ]
+            store.append_messages(f"big{n}", list(enumerate(messages)))
+        store.create_session("current")
+        messages = [{"role": "user", "content": _random_text(rng, "now")} for _ in range(500)]
+        store.append_messages("current", list(enumerate(messages)))
+        for query in ("deploy", "kubernetes timeout", "id3x777", "deploy OR rust", "qu*"):
+            for exclude in (None, "current"):
+
+                def search(text: str = query, skip: str | None = exclude) -> None:
+                    store.search(text, limit=10, exclude_session=skip)
+
+                assert _best_of(3, search) < 0.05, (query, exclude)
+        assert [h.message_seq for h in store.search("id3x777")] == [777]
+        hits = store.search("deploy", exclude_session="current")
+        assert len(hits) == 10 and "current" not in {h.session_id for h in hits}
