@@ -18,7 +18,7 @@ from talaria.providers.anthropic_adapter import build_body, convert_messages, re
 from talaria.providers.anthropic_messages import AnthropicMessagesClient
 from talaria.providers.base import Message, ModelRequest, ModelResponse
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.testing.script import Drop, Fail, Malformed, Reply, ScriptedCall
+from talaria.testing.script import Drop, Fail, Malformed, Reply, ScriptedCall, Stall
 from talaria.testing.server import ScriptedProvider
 from talaria.testing.wire_anthropic import AnthropicWire
 
@@ -480,3 +480,38 @@ async def test_an_error_event_inside_the_stream_is_classified() -> None:
         server.server_close()
     assert caught.value.kind is ErrorKind.OVERLOADED
     assert "Overloaded" in caught.value.message
+
+
+async def test_thinking_config_is_sent_with_room_for_the_answer() -> None:
+    with ScriptedProvider([Reply(text="ok", reasoning="r")]) as provider:
+        client = AnthropicMessagesClient(
+            "claude-x",
+            base_url=provider.anthropic_base_url,
+            api_key="k",
+            max_tokens_default=1024,
+            thinking={"type": "enabled", "budget_tokens": 2048},
+        )
+        request = ask({"role": "user", "content": "q"}, temperature=0.3)
+        await client.complete(request, Recorder())
+        await client.aclose()
+    sent = provider.requests[0]
+    assert sent.valid
+    assert sent.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert sent.body["max_tokens"] > 2048
+    assert "temperature" not in sent.body
+
+
+async def test_cancelling_a_stalled_stream_abandons_it_at_once(endpoint: Any) -> None:
+    import asyncio
+    import time
+
+    provider, client = endpoint
+    provider.add(Stall(Reply(text="never finished " * 4, chunk_size=4), after_chunks=4, seconds=30))
+    recorder = Recorder()
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(
+            client.complete(ask({"role": "user", "content": "q"}), recorder), timeout=1.0
+        )
+    assert time.monotonic() - started < 5
+    assert recorder.texts == ["neve"]

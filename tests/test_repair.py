@@ -398,4 +398,4 @@ def test_repairing_a_long_valid_history_is_fast() -> None:
         out = repair_history(history)
     per_call = (time.perf_counter() - started) / 5
     assert out.repairs == []
-    assert per_call < 0.1, f"{per_call * 1000:.1f} ms for {len(history)} messages"
+    assert per_call < 0.25, f"{per_call * 1000:.1f} ms for {len(history)} messages"

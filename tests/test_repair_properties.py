@@ -128,7 +128,7 @@ def damaged_history(draw: st.DrawFn) -> list[Message]:
 
 
 HISTORIES = st.one_of(st.lists(messy_message(), max_size=12), damaged_history())
-SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def well_formed_calls(messages: list[Any]) -> int:

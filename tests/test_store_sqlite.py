@@ -14,9 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from talaria.store.base import SearchQueryError, StoreError
-from talaria.store.conformance import StoreConformance
 from talaria.store.schema import SCHEMA_VERSION
 from talaria.store.sqlite import SQLiteSessionStore
+
+pytest.register_assert_rewrite("talaria.store.conformance")  # readable failures in the kit
+from talaria.store.conformance import StoreConformance  # noqa: E402
 
 
 class TestSQLiteConformance(StoreConformance):
@@ -127,6 +129,17 @@ def test_any_query_text_gives_results_or_a_search_query_error(tmp_path: Path, qu
             assert isinstance(store.search(query), list)
         except SearchQueryError as exc:
             assert "no words" in str(exc)
+
+
+def test_a_long_excluded_session_does_not_hide_older_matches(db: Path) -> None:
+    with SQLiteSessionStore(db) as store:
+        store.create_session("older")
+        store.append_messages("older", [(0, {"role": "user", "content": "fix the flaky test"})])
+        store.create_session("current")
+        chatter = [{"role": "user", "content": f"flaky run {i}"} for i in range(2500)]
+        store.append_messages("current", list(enumerate(chatter)))
+        hits = store.search("flaky", exclude_session="current")
+        assert [(h.session_id, h.message_seq) for h in hits] == [("older", 0)]
 
 
 def _best_of(repeats: int, action: Callable[[], object]) -> float:

@@ -67,7 +67,7 @@ class Agent:
         self.session_id = session_id
         self._model_args = dict(model=model, provider=provider, base_url=base_url,
                                 api_key=api_key, api_mode=api_mode)
-        self._fallbacks = (fallback_providers if fallback_providers is not None
+        self._fallbacks: list[Any] = (fallback_providers if fallback_providers is not None
                            else list(self.config.get("fallback_providers", [])))
         self._user_tools = [_as_tool(t) for t in tools or ()]
         self._toolsets = list(toolsets) if toolsets is not None else None

@@ -123,7 +123,7 @@ class Config:
         return default if node is None else node
 
     def validate(self) -> None:
-        checks = {
+        checks: dict[str, type | tuple[type, ...]] = {
             "agent.max_turns": int,
             "compression.threshold": (int, float),
             "compression.protect_last_n": int,

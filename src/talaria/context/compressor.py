@@ -58,8 +58,7 @@ class Compressor(ContextEngine):
     # ---- the ContextEngine contract ------------------------------------------------------
 
     def record_usage(self, usage: Usage, message_count: int) -> None:
-        if usage.prompt_tokens > 0:
-            self.tracker.record_usage(usage.prompt_tokens, message_count)
+        self.tracker.record_usage(usage.prompt_tokens, message_count)
 
     async def before_request(self, rt: Runtime, session: SessionHandle, state: Any) -> None:
         self._start_turn(state)
@@ -67,7 +66,7 @@ class Compressor(ContextEngine):
             return
         limit = self.threshold * await self.window(rt)
         if self._estimate(rt, session) > limit:
-            await self._compress(rt, session, None, forced=False)
+            await self._compress(rt, session, None)
 
     async def compress(
         self, rt: Runtime, session: SessionHandle, state: Any, focus: str | None = None
@@ -77,21 +76,16 @@ class Compressor(ContextEngine):
         self._start_turn(state)
         if self._stalled or self._count >= MAX_PER_TURN:
             return False
-        return await self._compress(rt, session, focus, forced=True)
+        return await self._compress(rt, session, focus)
 
-    async def _compress(
-        self, rt: Runtime, session: SessionHandle, focus: str | None, *, forced: bool
-    ) -> bool:
+    async def _compress(self, rt: Runtime, session: SessionHandle, focus: str | None) -> bool:
         self._save_first(rt, session)
         history = session.history
         previous = find_summary(history)
         head = previous if previous is not None and previous >= HEAD else HEAD
         window = choose_compression_window(history, head, self.protect_last_n)
         if window is None:
-            self._stalled = True
-            if forced:
-                rt.emit(Notice("info", "nothing to compress: the conversation is already short"))
-            return False
+            return False  # not final: the window may open as the turn adds messages
         rt.emit(StatusChanged("compressing"))
         compressed, note = await self._compressed(rt, history, window, focus)
         if compressed is None:
@@ -102,7 +96,7 @@ class Compressor(ContextEngine):
         after = estimate_tokens([*_system(session), *compressed], rt.tool_schemas)
         new_id = self._continue_in_child(rt, session, compressed)
         self._count += 1
-        self.tracker = ContextTracker()
+        self.tracker.reset()
         if after > before * (1 - MIN_GAIN):
             self._stalled = True
         log.info("compressed %d -> %d messages (~%d -> ~%d tokens), session %s", len(history),
@@ -179,8 +173,8 @@ class Compressor(ContextEngine):
             )
         trimmed, count = trim_tool_outputs(history, start, end)
         if count == 0:
-            return None, "compression failed: no summary could be written and there is no " \
-                         "old tool output to trim"
+            return None, ("compression failed: no summary could be written and there is no "
+                          "old tool output to trim")
         return trimmed, f"no summary could be written; trimmed {count} old tool outputs instead"
 
     async def _summarise(self, rt: Runtime, window: list[Message], focus: str | None) -> str:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from talaria.events import ClarifyRequested
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
-from talaria.providers.caller import ModelCaller
+from talaria.providers.caller import CallerSettings, ModelCaller
 from talaria.providers.chain import ChainEntry, ModelChain
+from talaria.providers.credentials import CredentialSource
 from talaria.providers.factory import resolve_spec
 from talaria.tools.catalog import Capabilities, select_tools
 from talaria.tools.executor import ExecutorSettings, ToolExecutor
@@ -27,7 +28,8 @@ def assemble_runtime(agent: Agent) -> Runtime:
     from talaria.agent_tools.todo import TodoList
 
     config = agent.config
-    chain = ModelChain(_chain_entries(agent))
+    entries, credentials = _chain_entries(agent)
+    chain = ModelChain(entries)
     clarify_callback = agent._callbacks.get("clarify_callback")
     memory = _memory_store(agent)
     caps = Capabilities(
@@ -60,7 +62,8 @@ def assemble_runtime(agent: Agent) -> Runtime:
     )
     runtime = Runtime(
         config=config,
-        caller=ModelCaller(chain, agent.events),
+        caller=ModelCaller(chain, agent.events, CallerSettings.from_config(config.get),
+                           credentials=credentials),
         tools=tools,
         executor=executor,
         hooks=agent.hooks,
@@ -77,13 +80,16 @@ def assemble_runtime(agent: Agent) -> Runtime:
     return runtime
 
 
-def _chain_entries(agent: Agent) -> list[ChainEntry]:
+def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSource | None]]:
+    """The primary and the fallbacks, each with where its key can be refreshed from."""
     config = agent.config
     args = agent._model_args
     model = args["model"]
     entries: list[ChainEntry] = []
+    credentials: list[CredentialSource | None] = []
     if model is not None and hasattr(model, "complete"):
         entries.append(ChainEntry(spec=None, fixed_client=model))
+        credentials.append(None)
     else:
         entries.append(ChainEntry(spec=resolve_spec(
             model=model or config.get("model.default"),
@@ -92,9 +98,15 @@ def _chain_entries(agent: Agent) -> list[ChainEntry]:
             api_key=args["api_key"] or config.get("model.api_key"),
             api_mode=args["api_mode"] or config.get("model.api_mode"),
         )))
+        credentials.append(CredentialSource(
+            refresh=config.get("model.api_key_refresh"),
+            command=config.get("model.api_key_command"),
+            read_config=lambda: _file_key(agent),
+        ))
     for fallback in agent._fallbacks:
-        if hasattr(fallback, "complete"):
+        if not isinstance(fallback, dict):
             entries.append(ChainEntry(spec=None, fixed_client=fallback))
+            credentials.append(None)
             continue
         entries.append(ChainEntry(spec=resolve_spec(
             model=fallback.get("model"),
@@ -103,7 +115,19 @@ def _chain_entries(agent: Agent) -> list[ChainEntry]:
             api_key=fallback.get("api_key"),
             api_mode=fallback.get("api_mode"),
         )))
-    return entries
+        credentials.append(CredentialSource(
+            refresh=fallback.get("api_key_refresh"), command=fallback.get("api_key_command")
+        ))
+    return entries, credentials
+
+
+def _file_key(agent: Agent) -> str | None:
+    """``model.api_key`` as the config file says now (it may have been edited mid-session)."""
+    from talaria.config import read_config_file
+
+    model = read_config_file(agent.home / "config.yaml").get("model")
+    key = model.get("api_key") if isinstance(model, dict) else None
+    return str(key) if key else None
 
 
 def _memory_store(agent: Agent) -> Any:
@@ -184,16 +208,21 @@ def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> 
 
 
 def _resolve_existing(store: Any, ref: str) -> str:
-    """An id, title or 'latest' that names a stored session resolves to its id; any other
-    string names a new session."""
-    from talaria.store.base import SessionNotFound
+    """`Agent(session_id=...)` resumes a stored session named exactly by its id or title (or
+    'latest'); any other string names a new session. No prefix matching here: a new id that
+    happens to start an old one must not resume it."""
+    if store.get_session(ref) is not None:
+        return ref
+    from talaria.store.base import AmbiguousSession, SessionNotFound
 
     try:
-        return str(store.resolve(ref))
-    except SessionNotFound:
+        resolved = str(store.resolve(ref))
+    except (SessionNotFound, AmbiguousSession):
         if ref == "latest":
             raise
         return ref
+    info = store.get_session(resolved)
+    return resolved if ref == "latest" or (info is not None and info.title == ref) else ref
 
 
 def _system_prompt(agent: Agent, runtime: Runtime) -> str:

@@ -6,13 +6,10 @@ The API copy is repaired (invariant 1) and gets the volatile layers in its newes
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from talaria.messages.repair import repair_history
 from talaria.providers.base import Message, ModelRequest
-
-log = logging.getLogger("talaria.loop")
 
 
 def build_messages(
@@ -20,13 +17,10 @@ def build_messages(
 ) -> list[Message]:
     """System + repaired history, with ephemeral notes appended to the newest message."""
     head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    repaired = repair_history(head + history)
-    for repair in repaired.repairs:
-        log.info("repaired the outgoing history: %s", repair)
-    messages = repaired.messages
+    messages = repair_history(head + history).messages
     notes = [note for note in ephemeral if note]
     if notes and messages:
-        messages = messages[:-1] + [_with_note(messages[-1], "\n\n".join(notes))]
+        messages = [*messages[:-1], _with_note(messages[-1], "\n\n".join(notes))]
     return messages
 
 

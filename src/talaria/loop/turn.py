@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,13 +21,17 @@ from talaria.events import (
     TurnStarted,
 )
 from talaria.loop.budget import SUMMARY_REQUEST, IterationBudget
+from talaria.loop.guard import REFUSED_RESULT, STOPPED_RESULT, LoopGuard
 from talaria.loop.interrupt import Interrupted
 from talaria.loop.prepare import build_messages, build_request
+from talaria.loop.repair_response import obtain_response
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.loop.stream import EventStream
-from talaria.providers.base import ModelResponse, ToolCall, Usage
+from talaria.providers.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from talaria.providers.caller import CallResult
 from talaria.providers.errors import ProviderError
+from talaria.providers.retry import Action, action_for
 from talaria.tools.base import ToolContext
 
 log = logging.getLogger("talaria.loop")
@@ -44,12 +49,13 @@ class TurnState:
     model: str = ""
     provider: str = ""
     api_mode: str = ""
+    guard: LoopGuard = field(default_factory=LoopGuard)
 
 
 async def run_turn(
     rt: Runtime, session: SessionHandle, user_message: str, task_id: str
 ) -> TurnState:
-    rt.caller.chain.reset_turn()
+    rt.caller.start_turn()
     active = rt.caller.chain.active
     state = TurnState(task_id=task_id, budget=IterationBudget(rt.max_iterations),
                       model=active.model, provider=active.provider, api_mode=active.api_mode)
@@ -63,6 +69,7 @@ async def run_turn(
         state.exit_reason = f"failed:{error.kind.value}"
         state.error = str(error)
     finally:
+        state.api_calls = rt.caller.turn_attempts
         session.flush()
         state.usage.add(rt.drain_side_usage())
     rt.emit(StatusChanged("idle"))
@@ -79,7 +86,8 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             return
         if rt.context_engine is not None:
             await rt.context_engine.before_request(rt, session, state)
-        response = await _call(rt, session, state, [state.budget.warning() or ""])
+        notes = [state.budget.warning() or "", state.guard.take_note() or ""]
+        response = await _call(rt, session, state, notes)
         state.budget.spend()
         session.append(response.to_message())
         if not response.tool_calls:
@@ -87,7 +95,14 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             state.exit_reason = "text_response"
             rt.emit(StepFinished(state.api_calls, state.api_calls, [], response.text))
             return
-        halt = await _run_tools(rt, session, state, response.tool_calls)
+        decision = state.guard.review(response.tool_calls)
+        if decision.stop_reason:
+            session.append(*_unrun(response.tool_calls, STOPPED_RESULT))
+            rt.emit(Notice("warning", decision.stop_reason))
+            state.final_response = decision.stop_reason
+            state.exit_reason = "loop_detected"
+            return
+        halt = await _run_tools(rt, session, state, response.tool_calls, set(decision.refused))
         rt.emit(StepFinished(state.api_calls, state.api_calls,
                              [call.name for call in response.tool_calls], response.text))
         if rt.interrupt.is_set:
@@ -107,47 +122,83 @@ async def _call(
     tool_choice: str = "auto",
 ) -> ModelResponse:
     config = rt.config
-    messages = build_messages(session.system_prompt, session.history, ephemeral)
-    request = build_request(
-        messages,
-        rt.tool_schemas,
-        stream=rt.stream,
-        max_tokens=config.get("model.max_tokens"),
-        cache_ttl=config.get("prompt_caching.ttl") if config.get("prompt_caching.enabled") else None,
-        tool_choice=tool_choice,
-    )
-    rt.hooks.emit("pre_llm_call", request=request, session_id=session.id, task_id=state.task_id)
+    sent: list[Message] = []
+
+    def build(extra: list[str]) -> ModelRequest:
+        messages = build_messages(session.system_prompt, session.history, [*ephemeral, *extra])
+        sent[:] = messages
+        request = build_request(
+            messages,
+            rt.tool_schemas,
+            stream=rt.stream,
+            max_tokens=config.get("model.max_tokens"),
+            cache_ttl=(config.get("prompt_caching.ttl")
+                       if config.get("prompt_caching.enabled") else None),
+            tool_choice=tool_choice,
+        )
+        rt.hooks.emit("pre_llm_call", request=request, session_id=session.id,
+                      task_id=state.task_id)
+        return request
+
     stream = EventStream(rt.emit, state.api_calls + 1)
     rt.emit(StatusChanged("thinking"))
     rt.emit(ThinkingStarted(state.api_calls + 1))
     try:
-        result = await rt.caller.call(request, stream, rt.interrupt)
+        result = await _obtain(rt, session, state, build, stream)
     finally:
         stream.stop_thinking()
-    state.api_calls += result.attempts
+    state.api_calls = rt.caller.turn_attempts
     response = result.response
     client = result.client
     state.model, state.provider, state.api_mode = client.model, client.provider, client.api_mode
-    _price(response, client.model, client.provider)
-    state.usage.add(response.usage)
+    _price(result.usage, client.model, client.provider)
+    state.usage.add(result.usage)
     if rt.context_engine is not None:
-        rt.context_engine.record_usage(response.usage, len(messages))
+        rt.context_engine.record_usage(response.usage, len(sent))
     if response.reasoning and not rt.stream:
         stream.reasoning(response.reasoning)
     rt.hooks.emit("post_llm_call", response=response, session_id=session.id, task_id=state.task_id)
     return response
 
 
-def _price(response: ModelResponse, model: str, provider: str) -> None:
+async def _obtain(
+    rt: Runtime,
+    session: SessionHandle,
+    state: TurnState,
+    build: Callable[[list[str]], ModelRequest],
+    stream: EventStream,
+) -> CallResult:
+    """A usable response; a prompt too long for the window is compressed once and resent."""
+    try:
+        return await obtain_response(rt.caller, build, stream, rt.interrupt)
+    except ProviderError as error:
+        if action_for(error.kind) is not Action.COMPRESS or rt.context_engine is None:
+            raise
+        rt.emit(Notice("warning", f"{error.message}; compressing the history and retrying"))
+        if not await rt.context_engine.compress(rt, session, state):
+            raise
+    return await obtain_response(rt.caller, build, stream, rt.interrupt)
+
+
+def _price(usage: Usage, model: str, provider: str) -> None:
     from talaria.providers.pricing import estimate_cost
 
-    response.usage.estimated_cost_usd = estimate_cost(model, response.usage, provider)
+    usage.estimated_cost_usd = estimate_cost(model, usage, provider)
 
 
 async def _run_tools(
-    rt: Runtime, session: SessionHandle, state: TurnState, calls: list[ToolCall]
+    rt: Runtime,
+    session: SessionHandle,
+    state: TurnState,
+    calls: list[ToolCall],
+    refused: set[int],
 ) -> str | None:
-    rt.emit(StatusChanged("executing_tools", ", ".join(call.name for call in calls)))
+    """Run the calls the loop guard allows; refused ones get an error result in their place."""
+    runnable = [call for index, call in enumerate(calls) if index not in refused]
+    if refused:
+        names = ", ".join(calls[index].name for index in sorted(refused))
+        rt.emit(Notice("warning", f"loop guard: refused to run {names} again"))
+    rt.emit(StatusChanged("executing_tools", ", ".join(call.name for call in runnable)))
 
     def make_context(call: ToolCall, cancel: threading.Event) -> ToolContext:
         return ToolContext(
@@ -162,9 +213,17 @@ async def _run_tools(
             services=rt.services,
         )
 
-    batch = await rt.executor.run_batch(calls, make_context, rt.interrupt, rt.emit)
-    session.append(*batch.messages)
+    batch = await rt.executor.run_batch(runnable, make_context, rt.interrupt, rt.emit)
+    results = iter(batch.messages)
+    refusals = iter(_unrun([calls[index] for index in sorted(refused)], REFUSED_RESULT))
+    session.append(*(next(refusals if index in refused else results)
+                     for index in range(len(calls))))
     return batch.halt
+
+
+def _unrun(calls: list[ToolCall], content: str) -> list[Message]:
+    """Error results for calls that were not run, so none is left unanswered (invariant 4)."""
+    return [{"role": "tool", "tool_call_id": call.id, "content": content} for call in calls]
 
 
 async def _summarise(rt: Runtime, session: SessionHandle, state: TurnState) -> None:

@@ -1,31 +1,35 @@
-"""One model call as the loop sees it: the chain, interrupts, and what a failure means.
+"""One model call as the loop sees it: retries, credential refresh, timeouts and fallback.
 
-The loop asks for a response; this module decides on which entry of the chain, and what to do
-when that entry fails (fall back, or give up with the error attributed to its provider).
+This is the only retry layer (the SDK clients are built with ``max_retries=0``). A failure's
+kind is looked up in `retry.ACTIONS`: transient failures are retried with backoff on the same
+provider, an auth failure gets one credential refresh, and when a provider is used up the next
+entry of the chain takes over. Failures that another layer must handle (an empty answer, a
+prompt too long for the window) and failures nothing can fix are raised, attributed to the
+provider that produced them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
 from talaria.events import EventSink, Notice, StatusChanged
 from talaria.loop.interrupt import InterruptSignal
-from talaria.providers.base import ModelClient, ModelRequest, ModelResponse, StreamHandler
-from talaria.providers.chain import ModelChain
-from talaria.providers.errors import ErrorKind, ProviderError
-
-FALLBACK_KINDS = frozenset(
-    {
-        ErrorKind.RATE_LIMIT,
-        ErrorKind.OVERLOADED,
-        ErrorKind.SERVER,
-        ErrorKind.AUTH,
-        ErrorKind.CONNECTION,
-        ErrorKind.TIMEOUT,
-        ErrorKind.EMPTY_RESPONSE,
-        ErrorKind.INVALID_RESPONSE,
-    }
+from talaria.providers.base import (
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+    StreamHandler,
+    Usage,
 )
+from talaria.providers.chain import ChainEntry, ModelChain
+from talaria.providers.credentials import CredentialSource
+from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.retry import Action, RetryPolicy, action_for
 
 
 @dataclass
@@ -34,33 +38,267 @@ class CallResult:
     client: ModelClient
     attempts: int
     errors: list[ProviderError] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    """Everything the call spent, including answers that were asked again (`response.usage`
+    is the last answer's own count: the size of the context it saw)."""
+
+
+@dataclass(frozen=True)
+class CallerSettings:
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    first_byte_timeout: float = 120.0
+    """Seconds a stream may take to deliver its first delta (math.inf: no limit)."""
+    idle_timeout: float = 90.0
+    """Seconds a started stream may stay silent (math.inf: no limit)."""
+
+    @classmethod
+    def from_config(cls, get: Callable[[str, Any], Any]) -> CallerSettings:
+        """Settings from ``retry.*``, ``model.first_byte_timeout`` and
+        ``model.stream_idle_timeout`` (0 or a negative value turns a timeout off)."""
+        return cls(
+            retry=RetryPolicy.from_config(get),
+            first_byte_timeout=_limit(get("model.first_byte_timeout", 120.0)),
+            idle_timeout=_limit(get("model.stream_idle_timeout", 90.0)),
+        )
+
+
+def _limit(value: Any) -> float:
+    seconds = float(value) if value is not None else 0.0
+    return seconds if seconds > 0 else math.inf
+
+
+class _Next(Enum):
+    SAME = "same"  # try the same entry again
+    MOVE = "move"  # fall back to the next entry, or fail when there is none
+    STOP = "stop"  # raise: another layer handles it, or nothing can
 
 
 class ModelCaller:
-    def __init__(self, chain: ModelChain, emit: EventSink) -> None:
+    def __init__(
+        self,
+        chain: ModelChain,
+        emit: EventSink,
+        settings: CallerSettings | None = None,
+        *,
+        credentials: Sequence[CredentialSource | None] = (),
+    ) -> None:
         self.chain = chain
         self.emit = emit
+        self.settings = settings or CallerSettings()
+        self._credentials = {
+            id(entry): source
+            for entry, source in zip(chain.entries, credentials, strict=False)
+            if source is not None
+        }
+        self._refreshed: set[int] = set()
+        self.turn_attempts = 0
+        """Requests sent since the turn started, failed ones included."""
+
+    def start_turn(self) -> None:
+        """Invariant 6: the fallback position, refreshes and counts are per turn."""
+        self.chain.reset_turn()
+        self._refreshed.clear()
+        self.turn_attempts = 0
 
     async def call(
         self, request: ModelRequest, stream: StreamHandler, interrupt: InterruptSignal
     ) -> CallResult:
         errors: list[ProviderError] = []
-        attempts = 0
+        attempts = tries = 0
         while True:
             entry = self.chain.active
-            client = entry.client()
             attempts += 1
+            tries += 1
+            self.turn_attempts += 1
+            watch = Watchdog(stream, self.settings.first_byte_timeout, self.settings.idle_timeout)
             try:
-                response = await interrupt.race(client.complete(request, stream))
-                return CallResult(response, client, attempts, errors)
+                client = entry.client()
+                response = await interrupt.race(
+                    watch.guard(client.complete(request, watch), streaming=request.stream)
+                )
+                return CallResult(response, client, attempts, errors, response.usage)
             except ProviderError as error:
-                error.provider = error.provider or client.provider
-                error.model = error.model or client.model
+                error.provider = error.provider or entry.provider
+                error.model = error.model or entry.model
                 errors.append(error)
-                if error.kind not in FALLBACK_KINDS or error.output_started:
-                    raise
-                if not self.chain.advance():
-                    raise
-                self.emit(Notice("warning", f"{entry.label} failed ({error.kind.value}); "
-                                            f"falling back to {self.chain.active.label}"))
-                self.emit(StatusChanged("fallback", self.chain.active.label))
+            failure = errors[-1]
+            step = await self._recover(failure, entry, tries, watch.text_seen, interrupt)
+            if step is _Next.SAME:
+                continue
+            if step is _Next.MOVE and self.fall_back(failure.kind.value):
+                tries = 0
+                continue
+            raise _summarised(failure, errors)
+
+    def fall_back(self, reason: str) -> bool:
+        """Make the next chain entry active; False when there is none left."""
+        previous = self.chain.active
+        if not self.chain.advance():
+            return False
+        active = self.chain.active
+        self.emit(Notice("warning", f"{previous.label} failed ({reason}); "
+                                    f"falling back to {active.label}"))
+        self.emit(StatusChanged("fallback", active.label))
+        return True
+
+    async def _recover(
+        self,
+        error: ProviderError,
+        entry: ChainEntry,
+        tries: int,
+        text_seen: bool,
+        interrupt: InterruptSignal,
+    ) -> _Next:
+        """What to do after a failed attempt: the `ACTIONS` entry for its kind, carried out."""
+        action = action_for(error.kind)
+        delay: float | None = None
+        if action is Action.RETRY:
+            delay = self._retry_delay(error, tries)
+            step = _Next.MOVE if delay is None else _Next.SAME
+        elif action is Action.REFRESH:
+            step = _Next.SAME if await self._refresh(error, entry, interrupt) else _Next.MOVE
+        elif action is Action.FALLBACK:
+            step = _Next.MOVE
+        else:
+            return _Next.STOP
+        has_next = self.chain.position + 1 < len(self.chain.entries)
+        if text_seen and (step is _Next.SAME or has_next):
+            self.emit(Notice("warning", f"{entry.label}: the answer broke off "
+                                        f"({error.kind.value}); retrying; the partial answer "
+                                        "above is discarded"))
+        if delay is not None:
+            self.emit(Notice("warning", f"{entry.label}: {error.kind.value}; retrying in "
+                                        f"{delay:.2g} s (attempt {tries + 1} of "
+                                        f"{self.settings.retry.max_attempts})"))
+            self.emit(StatusChanged("retrying", entry.label))
+            await interrupt.sleep(delay)
+        return step
+
+    def _retry_delay(self, error: ProviderError, tries: int) -> float | None:
+        """The backoff before another attempt on the same entry; None when it is used up."""
+        policy = self.settings.retry
+        if tries >= policy.max_attempts:
+            return None
+        delay = policy.delay(tries, error.retry_after)
+        if delay is None:
+            error.message += (f" (the provider asks to wait {error.retry_after:g} s, longer than "
+                              f"retry.max_delay {policy.max_delay:g} s)")
+        return delay
+
+    async def _refresh(
+        self, error: ProviderError, entry: ChainEntry, interrupt: InterruptSignal
+    ) -> bool:
+        """Swap in a fresh key, at most once per entry and turn; True when there was one."""
+        spec = entry.spec
+        if spec is None or id(entry) in self._refreshed:
+            return False
+        self._refreshed.add(id(entry))
+        source = self._credentials.get(id(entry)) or CredentialSource()
+        key = await interrupt.race(asyncio.to_thread(source.fresh_key, spec))
+        if not key:
+            return False
+        await entry.aclose()
+        entry.replace_spec(spec.with_key(key))
+        status = error.status or "auth"
+        self.emit(Notice("warning", f"{entry.label}: credential rejected ({status}); retrying "
+                                    "with a refreshed key"))
+        return True
+
+
+def _summarised(error: ProviderError, errors: list[ProviderError]) -> ProviderError:
+    """The last error; when several providers failed, its message names each one's failure."""
+    seen: dict[str, str] = {}
+    for failure in errors:
+        seen[f"{failure.provider}:{failure.model}"] = failure.kind.value
+    if len(seen) > 1:
+        summary = "; ".join(f"{label} {kind}" for label, kind in seen.items())
+        error.message = f"{error.message} (every provider failed: {summary})"
+    return error
+
+
+MAX_TICK = 1.0
+"""Longest wait between two silence checks; also the most blocked time one check can count."""
+
+
+class Watchdog:
+    """Forwards stream deltas to the loop's handler and notes when they arrive, so that
+    `guard` can fail a stream that never starts or goes silent (a dropped connection the
+    socket has not noticed), instead of waiting for the SDK's long overall timeout."""
+
+    def __init__(self, inner: StreamHandler, first_byte: float, idle: float) -> None:
+        self.inner = inner
+        self.first_byte = first_byte
+        self.idle = idle
+        self.text_seen = False
+        """True once visible answer text reached the user."""
+        self._last: float | None = None
+
+    def text(self, delta: str) -> None:
+        self._beat()
+        if delta:
+            self.text_seen = True
+        self.inner.text(delta)
+
+    def reasoning(self, delta: str) -> None:
+        self._beat()
+        self.inner.reasoning(delta)
+
+    def tool_call(self, index: int, call_id: str, name: str) -> None:
+        self._beat()
+        self.inner.tool_call(index, call_id, name)
+
+    def _beat(self) -> None:
+        self._last = asyncio.get_running_loop().time()
+
+    async def guard(self, call: Awaitable[ModelResponse], *, streaming: bool) -> ModelResponse:
+        """Await the call, failing it with a TIMEOUT error when the stream is silent too long.
+
+        Silence is counted in short ticks and only while the event loop could listen: time the
+        loop spent blocked (importing an SDK on first use, a slow callback) is not the
+        provider's fault and does not count.
+        """
+        if not streaming or (math.isinf(self.first_byte) and math.isinf(self.idle)):
+            return await call
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(call)
+        silent = 0.0
+        tick = min(MAX_TICK, self.first_byte / 4, self.idle / 4)
+        try:
+            while True:
+                waiting_first = self._last is None
+                limit = self.first_byte if waiting_first else self.idle
+                if silent >= limit:
+                    await _cancelled(task)
+                    raise self._timeout(limit, waiting_first)
+                wake = min(limit - silent, tick)
+                before = loop.time()
+                done, _ = await asyncio.wait({task}, timeout=wake)
+                if done:
+                    return task.result()
+                now = loop.time()
+                if self._last is not None and self._last > before:
+                    silent = min(now - self._last, wake)
+                else:
+                    silent += min(now - before, wake)
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def _timeout(self, limit: float, waiting_first: bool) -> ProviderError:
+        if waiting_first:
+            message = f"no first byte for {limit:g} s (model.first_byte_timeout)"
+        else:
+            message = f"the stream went silent for {limit:g} s (model.stream_idle_timeout)"
+        return ProviderError(
+            message,
+            kind=ErrorKind.TIMEOUT,
+            output_started=self.text_seen,
+        )
+
+
+async def _cancelled(task: asyncio.Future[Any]) -> None:
+    """Cancel and wait, so the abandoned stream's connection is closed before a retry."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved: it lost the race against the timeout, nothing to report

@@ -11,6 +11,7 @@ import contextlib
 import importlib
 import json
 import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,6 +50,14 @@ class RecordedRequest:
     body: dict[str, Any]
     valid: bool
     errors: list[str] = field(default_factory=list)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Clients hanging up (keep-alive closes, cancelled streams) is normal here, not an error."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            super().handle_error(request, client_address)
 
 
 class ScriptedProvider:
@@ -106,7 +115,7 @@ class ScriptedProvider:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = _QuietServer(("127.0.0.1", 0), _Handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
         httpd.provider = self  # type: ignore[attr-defined]

@@ -163,7 +163,8 @@ class AnthropicWire:
             deltas = [{"type": "text_delta", "text": p} for p in pieces(text, size)]
             yield {"type": "text", "text": "" if stream else text}, deltas if stream else []
         for scripted in reply.tool_calls:
-            block = {"type": "tool_use", "id": _tool_use_id(scripted), "name": scripted.name}
+            call_id = scripted.id or f"toolu_{next(self._ids):06d}"
+            block = {"type": "tool_use", "id": call_id, "name": scripted.name}
             if stream:
                 raw = arguments_text(scripted)
                 deltas = [
@@ -227,10 +228,6 @@ def _stop_reason(reply: Reply) -> str:
     return _STOP_REASONS.get(finish_reason(reply), "end_turn")
 
 
-def _tool_use_id(scripted: ScriptedCall) -> str:
-    return scripted.id or "toolu_scripted"
-
-
 def _input_object(scripted: ScriptedCall) -> dict[str, Any]:
     """The real API always returns an object; truncated raw text becomes ``{}``."""
     if isinstance(scripted.arguments, dict):
@@ -248,12 +245,17 @@ def _blocks(message: Any) -> list[dict[str, Any]]:
 
 
 def _all_blocks(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every block in prompt order (tools, system, messages; tool_result contents included)."""
+    """Every block in prompt order (tools, system, messages; tool_result contents included);
+    string content appears as the text block it stands for."""
     yield from (t for t in body.get("tools") or [] if isinstance(t, dict))
     system = body.get("system")
-    if isinstance(system, list):
+    if isinstance(system, str):
+        yield {"type": "text", "text": system}
+    elif isinstance(system, list):
         yield from (b for b in system if isinstance(b, dict))
     for message in body.get("messages") or []:
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            yield {"type": "text", "text": message["content"]}
         for block in _blocks(message):
             yield block
             if block.get("type") == "tool_result":
@@ -371,24 +373,15 @@ def _check_messages(messages: list[Any], *, has_tools: bool) -> list[str]:
 
 
 def _check_content(content: Any, role: str, where: str, final_assistant: bool) -> list[str]:
-    if isinstance(content, str):
-        if content or final_assistant:
-            return []
-        return [
-            f"{where}: all messages must have non-empty content except for the optional "
-            "final assistant message"
-        ]
-    if not isinstance(content, list):
+    if not isinstance(content, str | list):
         return [f"{where}.content: Input should be a valid string or list of blocks"]
     if not content and not final_assistant:
         return [
             f"{where}: all messages must have non-empty content except for the optional "
             "final assistant message"
         ]
-    errors = []
-    for j, block in enumerate(content):
-        errors += _check_block(block, role, f"{where}.content.{j}")
-    return errors
+    blocks = content if isinstance(content, list) else []
+    return [e for j, b in enumerate(blocks) for e in _check_block(b, role, f"{where}.content.{j}")]
 
 
 def _check_block(block: Any, role: str, where: str) -> list[str]:

@@ -20,6 +20,8 @@ WRITE_REDIRECTS = frozenset({"&>>", ">>", ">|", "<>", ">&", "&>", ">"})
 _PIPES = frozenset({"|", "|&"})
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPECIAL_PARAM = re.compile(r"[0-9@*#?$!-]")
+_PLAIN = re.compile(r"[^\s;&|()<>'\"\\$`]+")
+_PLAIN_QUOTED = re.compile(r'[^"\\$`]+')
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +38,25 @@ class Word:
     parts: list[Part] = field(default_factory=list)
 
     def add(self, kind: str, text: str, quoted: bool) -> None:
-        last = self.parts[-1] if self.parts else None
-        if kind == "lit" and last is not None and last.kind == "lit" and last.quoted == quoted:
-            self.parts[-1] = Part("lit", last.text + text, quoted)
-        else:
-            self.parts.append(Part(kind, text, quoted))
+        self.parts.append(Part(kind, text, quoted))
+
+    def sealed(self) -> Word:
+        """The same word with runs of literal text of one quoting merged (in linear time)."""
+        merged: list[Part] = []
+        run: list[str] = []
+        for part in self.parts:
+            if run and (part.kind != "lit" or part.quoted != merged[-1].quoted):
+                merged[-1] = Part("lit", "".join(run), merged[-1].quoted)
+                run = []
+            if part.kind == "lit" and run:
+                run.append(part.text)
+                continue
+            merged.append(part)
+            if part.kind == "lit":
+                run = [part.text]
+        if run:
+            merged[-1] = Part("lit", "".join(run), merged[-1].quoted)
+        return Word(merged)
 
     def literal(self) -> str:
         return "".join(p.text for p in self.parts if p.kind == "lit")
@@ -140,9 +156,11 @@ class Lexer:
             elif c == "`":
                 word.add("cmd", self._backticks(), False)
             else:
-                word.add("lit", c, False)
-                self.i += 1
-        return word
+                run = _PLAIN.match(s, self.i)
+                end = run.end() if run else self.i + 1
+                word.add("lit", s[self.i : end], False)
+                self.i = end
+        return word.sealed()
 
     def _double_quoted(self, word: Word) -> None:
         s = self.s
@@ -157,8 +175,10 @@ class Lexer:
             elif c == "`":
                 word.add("cmd", self._backticks(), True)
             else:
-                word.add("lit", c, True)
-                self.i += 1
+                run = _PLAIN_QUOTED.match(s, self.i)
+                end = run.end() if run else self.i + 1
+                word.add("lit", s[self.i : end], True)
+                self.i = end
         self.i += 1
 
     def _dollar(self, word: Word, quoted: bool) -> None:

@@ -254,6 +254,13 @@ def _read(parse: Callable[[str], Any], text: str) -> Any:
         return _NOT_APPLICABLE
 
 
+def _to_string(value: Any) -> Any:
+    """An integer where text is expected (an id like 1 for "1") reads the same either way."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _NOT_APPLICABLE
+
+
 def _to_boolean(value: Any) -> Any:
     if isinstance(value, str):
         return _BOOLEAN_TEXT.get(value.strip().lower(), _NOT_APPLICABLE)
@@ -276,6 +283,7 @@ def _decoded(kind: type) -> Callable[[Any], Any]:
 
 
 _COERCIONS: dict[str, Callable[[Any], Any]] = {
+    "string": _to_string,
     "integer": _to_integer,
     "number": _to_number,
     "boolean": _to_boolean,

@@ -1,0 +1,297 @@
+"""Shared plumbing for the benches: the provider process, the reference driver, tables, results.
+
+Every bench talks to a scripted provider running in its own process, so that neither agent
+shares a GIL with the server it measures against, and both agents face the same server.
+The reference implementation runs in its own venv (bench/.venv-hermes, made by
+setup_reference.sh) through bench/hermes_driver.py; it is optional: when the venv is missing,
+the reference column says why instead of a number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+HERMES_PYTHON = BENCH_DIR / ".venv-hermes" / "bin" / "python"
+HERMES_DRIVER = BENCH_DIR / "hermes_driver.py"
+MODEL = "scripted-model"
+
+Plan = list[list[tuple[str, dict[str, Any]]]]
+"""What the scripted model does in one turn: step i makes the tool calls in plan[i]; after the
+last step it answers with text. The server picks the step from the request itself (how many
+assistant messages follow the last user message), so one server serves any number of turns
+and sessions, in any order, without shared state."""
+
+NOOP_SCHEMA: dict[str, Any] = {
+    "name": "noop",
+    "description": "Do nothing and say ok.",
+    "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+}
+
+
+def loop_message(i: int) -> dict[str, Any]:
+    """Message `i` of a tool loop, of realistic size: an assistant call or the call's result."""
+    if i % 2 == 0:
+        args = json.dumps({"path": f"src/module_{i}.py", "offset": i})
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function",
+             "function": {"name": "read_file", "arguments": args}}]}
+    return {"role": "tool", "tool_call_id": f"call_{i - 1}",
+            "content": f"line {i}: def handler_{i}(request): return render(request) " * 6}
+
+
+def _vocabulary(seed: int, size: int = 4000) -> list[str]:
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choice(letters) for _ in range(rng.randint(4, 9))) for _ in range(size)]
+
+
+def search_corpus(sessions: int, per_session: int, seed: int = 7) -> Iterator[list[dict[str, Any]]]:
+    """Sessions of user/assistant text (about 30 words a message, Zipf-like word use), the same
+    for every backend because it is generated from the seed."""
+    rng = random.Random(seed)
+    words = _vocabulary(seed)
+    weights = [1.0 / (rank + 1) for rank in range(len(words))]
+    for _ in range(sessions):
+        yield [
+            {"role": "user" if i % 2 == 0 else "assistant",
+             "content": " ".join(rng.choices(words, weights, k=30))}
+            for i in range(per_session)
+        ]
+
+
+def search_queries(count: int, seed: int = 7) -> list[str]:
+    """A third each: one very common word (a huge match set to rank), a common word with a
+    middling one, one rare word. Every query matches something in `search_corpus`."""
+    rng = random.Random(seed + 1)
+    words = _vocabulary(seed)
+    common, middling, rare = words[:50], words[50:800], words[800:]
+    queries = []
+    for i in range(count):
+        if i % 3 == 0:
+            queries.append(rng.choice(common))
+        elif i % 3 == 1:
+            queries.append(f"{rng.choice(common)} {rng.choice(middling)}")
+        else:
+            queries.append(rng.choice(rare))
+    return queries
+
+
+def tool_loop_plan(steps: int, tool: str = "noop") -> Plan:
+    """A turn of `steps` model calls: `steps - 1` single tool calls, then the answer. Each call
+    has its own argument: agents may stop a model that repeats an identical call."""
+    return [[(tool, {"n": i})] for i in range(steps - 1)]
+
+
+def check_turns(side: str, turns: list[dict[str, Any]], full: int) -> None:
+    """Refuse to report a turn that did not run the planned number of model calls."""
+    for turn in turns:
+        expected = turn.get("steps") or full
+        if turn.get("api_calls") != expected:
+            raise RuntimeError(f"{side}: a turn planned for {expected} model calls made "
+                               f"{turn.get('api_calls')} (final answer: {turn.get('final')!r})")
+
+
+class ReferenceUnavailable(RuntimeError):
+    """The reference cannot be run; the message says why (shown in the table)."""
+
+
+@dataclass
+class ProviderProcess:
+    """A `ScriptedProvider` serving `plan` from a child process (see bench/serve.py)."""
+
+    plan: Plan
+    url: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+    _proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> ProviderProcess:
+        self._proc = subprocess.Popen(
+            [sys.executable, str(BENCH_DIR / "serve.py"), json.dumps(self.plan)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().strip()
+        if not line.startswith("http"):
+            self._proc.kill()
+            raise RuntimeError(f"scripted provider did not start (said {line!r})")
+        self.url = line
+        return self
+
+    def stop(self) -> None:
+        """Close the child's stdin (its signal to stop) and read its request statistics."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        out, _ = proc.communicate("", timeout=30)
+        if out.strip():
+            self.stats = json.loads(out.strip().splitlines()[-1])
+
+    def __enter__(self) -> ProviderProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def reference_available() -> str | None:
+    """None when the reference venv is ready, else the reason it is not."""
+    if not HERMES_PYTHON.exists():
+        return f"not installed: run bench/setup_reference.sh (no {HERMES_PYTHON})"
+    return None
+
+
+def run_reference(command: str, timeout: float = 600, **params: Any) -> dict[str, Any]:
+    """Run one hermes_driver command in the reference venv and return its JSON answer."""
+    reason = reference_available()
+    if reason:
+        raise ReferenceUnavailable(reason)
+    proc = subprocess.run(
+        [str(HERMES_PYTHON), str(HERMES_DRIVER), command, json.dumps(params)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(BENCH_DIR),
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise ReferenceUnavailable(f"driver {command} failed (rc={proc.returncode}): {tail}")
+    answer: dict[str, Any] = json.loads(lines[-1])
+    return answer
+
+
+def fresh_interpreter_seconds(
+    python: str | Path, code: str, env: dict[str, str], cwd: str | Path
+) -> tuple[float, float]:
+    """Run `code` in a new interpreter, which prints its own elapsed seconds as its last line;
+    return (that figure, the wall time of the whole process including interpreter start)."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env}, cwd=str(cwd),
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{python} -c failed: {proc.stderr.strip()[-800:]}")
+    return float(proc.stdout.strip().splitlines()[-1]), wall
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@contextmanager
+def stopwatch() -> Iterator[list[float]]:
+    """`with stopwatch() as t:` ... then `t[0]` holds the elapsed seconds."""
+    box: list[float] = []
+    start = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box.append(time.perf_counter() - start)
+
+
+# ---- reporting ----------------------------------------------------------------------------
+
+Cell = float | str | None
+
+
+@dataclass
+class Row:
+    """One line of a comparison table; `unit` scales seconds for display ("ms", "s", "us")."""
+
+    metric: str
+    talaria: Cell
+    reference: Cell = None
+    floor: Cell = None
+    unit: str = "ms"
+
+    def ratio(self) -> Cell:
+        """reference / talaria: how many times cheaper talaria is (>1 means talaria wins)."""
+        if isinstance(self.talaria, float) and isinstance(self.reference, float):
+            return self.reference / self.talaria if self.talaria > 0 else None
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "unit": "s", "talaria": self.talaria,
+                "reference": self.reference, "ratio": self.ratio(), "floor": self.floor}
+
+
+_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6}
+
+
+def _fmt(value: Cell, unit: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    scaled = value * _SCALE[unit]
+    return f"{scaled:.0f} {unit}" if abs(scaled) >= 100 else f"{scaled:.3g} {unit}"
+
+
+def format_table(title: str, rows: Sequence[Row]) -> str:
+    header = ("metric", "talaria", "reference", "ratio (ref/talaria)", "floor")
+    body = []
+    for row in rows:
+        ratio = row.ratio()
+        body.append((
+            row.metric,
+            _fmt(row.talaria, row.unit),
+            _fmt(row.reference, row.unit),
+            f"{ratio:.1f}x" if isinstance(ratio, float) else "-",
+            _fmt(row.floor, row.unit),
+        ))
+    widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
+    lines = [f"## {title}", "", _table_line(header, widths), _table_line(["-" * w for w in widths], widths)]
+    lines += [_table_line(line, widths) for line in body]
+    return "\n".join(lines)
+
+
+def _table_line(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "| " + " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)) + " |"
+
+
+def write_results(name: str, rows: Sequence[Row], notes: dict[str, Any]) -> Path:
+    """Write bench/results/<name>.json (gitignored) with the rows and how they were made."""
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    payload = {
+        "bench": name,
+        "command": f"python bench/{name}.py",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "platform": platform.platform(), "load_average": os.getloadavg()},
+        "rows": [row.as_dict() for row in rows],
+        "notes": notes,
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def report(name: str, title: str, rows: Sequence[Row], notes: dict[str, Any]) -> str:
+    """Print the table and the notes, write the JSON; return the table text."""
+    table = format_table(title, rows)
+    print(table)
+    for key, value in notes.items():
+        print(f"- {key}: {value}")
+    print(f"- load average (1, 5, 15 min): {os.getloadavg()} on {os.cpu_count()} cpus")
+    path = write_results(name, rows, notes)
+    shown = path.relative_to(BENCH_DIR.parent) if path.is_relative_to(BENCH_DIR.parent) else path
+    print(f"(results: {shown})\n")
+    return table

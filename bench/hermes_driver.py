@@ -1,0 +1,185 @@
+"""The reference side of each bench; runs inside bench/.venv-hermes (hermes-agent 0.19.0).
+
+Usage: python hermes_driver.py <command> '<json params>'; prints one JSON line. It imports
+nothing from talaria (different venv). HERMES_HOME and the working directory point at a fresh
+temporary directory so the user's own ~/.hermes never leaks into a measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import NOOP_SCHEMA, loop_message, search_corpus, search_queries
+
+NAP_SCHEMA = {
+    "name": "nap",
+    "description": "Sleep for a while.",
+    "parameters": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+}
+
+
+def _register_tools() -> None:
+    """The bench's tools, as a user would add them: a `bench` toolset in the registry."""
+    from tools.registry import registry
+
+    def nap(args: dict[str, Any], **_: Any) -> str:
+        time.sleep(float(args.get("seconds", 0.5)))
+        return "rested"
+
+    registry.register(name="noop", toolset="bench", schema=NOOP_SCHEMA,
+                      handler=lambda args, **_: "ok")
+    registry.register(name="nap", toolset="bench", schema=NAP_SCHEMA, handler=nap)
+
+
+def _agent(url: str) -> Any:
+    from run_agent import AIAgent
+
+    return AIAgent(base_url=url, api_key="x", model="scripted-model",
+                   enabled_toolsets=["bench"], quiet_mode=True)
+
+
+def _timed_turns(url: str, reps: int, lengths: list[int | None]) -> list[dict[str, Any]]:
+    """One warm-up turn, then `reps` rounds of one turn per length (None: the whole plan),
+    each on a fresh agent (a fresh session)."""
+    _register_tools()
+    _agent(url).run_conversation("warm up")
+    turns = []
+    for _ in range(reps):
+        for length in lengths:
+            agent = _agent(url)
+            start = time.perf_counter()
+            result = agent.run_conversation(f"steps={length}" if length else "go")
+            seconds = time.perf_counter() - start
+            turns.append({"steps": length, "seconds": seconds,
+                          "api_calls": result.get("api_calls"),
+                          "messages": len(result.get("messages") or []),
+                          "final": result.get("final_response")})
+    return turns
+
+
+def cmd_loop(params: dict[str, Any]) -> dict[str, Any]:
+    return {"turns": _timed_turns(params["url"], int(params["reps"]), params["lengths"])}
+
+
+def cmd_concurrent(params: dict[str, Any]) -> dict[str, Any]:
+    """Wall seconds for N agents each running one turn at once, one thread each (as its
+    gateway serves several chats)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _register_tools()
+    url, sessions = params["url"], int(params["sessions"])
+    _agent(url).run_conversation("warm up")
+    agents = [_agent(url) for _ in range(sessions)]
+    with ThreadPoolExecutor(max_workers=sessions) as pool:
+        start = time.perf_counter()
+        results = list(pool.map(lambda agent: agent.run_conversation("go"), agents))
+        seconds = time.perf_counter() - start
+    return {"seconds": seconds, "api_calls": [r.get("api_calls") for r in results]}
+
+
+def cmd_parallel(params: dict[str, Any]) -> dict[str, Any]:
+    """Turns after a warm-up turn on one agent (setup excluded). `parallel_safe` adds `nap` to
+    the reference's read-only set: its best case. Without it the reference runs unknown tools
+    one by one, sleeping `tool_delay` (1 s) between them."""
+    if params.get("parallel_safe"):
+        import agent.tool_dispatch_helpers as helpers
+
+        helpers._PARALLEL_SAFE_TOOLS = helpers._PARALLEL_SAFE_TOOLS | {"nap"}
+    _register_tools()
+    agent = _agent(params["url"])
+    agent.run_conversation("warm up")
+    turns = []
+    for _ in range(int(params["reps"])):
+        start = time.perf_counter()
+        result = agent.run_conversation("go")
+        turns.append({"steps": None, "seconds": time.perf_counter() - start,
+                      "api_calls": result.get("api_calls"), "final": result.get("final_response")})
+    return {"turns": turns}
+
+
+def _append(db: Any, session_id: str, message: dict[str, Any]) -> None:
+    db.append_message(session_id, message["role"], content=message.get("content"),
+                      tool_calls=message.get("tool_calls"),
+                      tool_call_id=message.get("tool_call_id"))
+
+
+def cmd_persistence(params: dict[str, Any]) -> dict[str, Any]:
+    """Median seconds of one `append_message` into a session already holding N messages."""
+    from hermes_state import SessionDB
+
+    db = SessionDB(db_path=Path(params["home"]) / "persist.db")
+    per_size = {}
+    for size in params["sizes"]:
+        session_id = f"s{size}"
+        db.create_session(session_id, source="cli", model="scripted-model")
+        for i in range(size):
+            _append(db, session_id, loop_message(i))
+        samples = []
+        for j in range(int(params["appends"])):
+            message = loop_message(size + j)
+            start = time.perf_counter()
+            _append(db, session_id, message)
+            samples.append(time.perf_counter() - start)
+        samples.sort()
+        per_size[str(size)] = samples[len(samples) // 2]
+    db.close()
+    return {"per_append": per_size}
+
+
+def cmd_search(params: dict[str, Any]) -> dict[str, Any]:
+    """Load the same corpus as the talaria side (through its bulk `import_sessions`, 100
+    sessions a call), then time `search_messages`."""
+    from hermes_state import SessionDB
+
+    db = SessionDB(db_path=Path(params["home"]) / "search.db")
+    start = time.perf_counter()
+    batch: list[dict[str, Any]] = []
+    corpus = search_corpus(int(params["sessions"]), int(params["per_session"]))
+    for index, messages in enumerate(corpus):
+        batch.append({"id": f"s{index}", "source": "cli", "messages": messages})
+        if len(batch) == 100:
+            db.import_sessions(batch)
+            batch = []
+    if batch:
+        db.import_sessions(batch)
+    fill = time.perf_counter() - start
+    samples = []
+    hits = 0
+    for query in search_queries(int(params["queries"])):
+        start = time.perf_counter()
+        found = db.search_messages(query, limit=10)
+        samples.append(time.perf_counter() - start)
+        hits += bool(found)
+    stored = db.message_count()
+    db.close()
+    return {"samples": samples, "fill_seconds": fill, "queries_with_hits": hits,
+            "messages": stored}
+
+
+COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "loop": cmd_loop,
+    "concurrent": cmd_concurrent,
+    "parallel": cmd_parallel,
+    "persistence": cmd_persistence,
+    "search": cmd_search,
+}
+
+
+def main() -> None:
+    command, params = sys.argv[1], json.loads(sys.argv[2])
+    params["home"] = tempfile.mkdtemp(prefix="bench-hermes-")
+    os.environ["HERMES_HOME"] = params["home"]
+    os.chdir(params["home"])
+    answer = COMMANDS[command](params)
+    sys.stdout.write("\n" + json.dumps(answer) + "\n")
+
+
+if __name__ == "__main__":
+    main()

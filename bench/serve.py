@@ -1,0 +1,49 @@
+"""Serve a bench plan (see common.Plan) from talaria's ScriptedProvider until stdin closes.
+
+Prints the OpenAI base URL on the first line; on exit prints request statistics as JSON. Runs
+in its own process so the server never competes with the measured agent for the GIL.
+Validation is off (strict=False): the bench measures speed, and the scripted server's strict
+checks reject fields the reference sends (e.g. `name` on tool messages).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+from talaria.testing import Script, ScriptedProvider, calls, text
+from talaria.testing.script import Step
+
+
+def step_for(plan: list[list[list[Any]]], body: dict[str, Any]) -> Step:
+    """The plan step this request is at: assistant messages since the last user message.
+
+    A user message "steps=<k>" cuts the turn to k model calls (k - 1 tool steps, then text),
+    so one server can time turns of several lengths.
+    """
+    messages = body.get("messages") or []
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    done = sum(1 for m in messages[last_user + 1:] if m.get("role") == "assistant")
+    asked = re.search(r"steps=(\d+)", json.dumps(messages[last_user])) if last_user >= 0 else None
+    if asked:
+        plan = plan[: int(asked.group(1)) - 1]
+    if done < len(plan):
+        return calls(*[(name, args) for name, args in plan[done]])
+    return text("done")
+
+
+def main() -> None:
+    plan = json.loads(sys.argv[1])
+    provider = ScriptedProvider(script=Script(fallback=lambda body: step_for(plan, body)),
+                                strict=False)
+    with provider:
+        print(provider.openai_base_url, flush=True)
+        sys.stdin.read()
+        requests = list(provider.requests)
+    print(json.dumps({"requests": len(requests)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""`talaria config show|set|path`: read and change $TALARIA_HOME/config.yaml.
+
+`set` parses the value as YAML (so `90` is a number, `true` a bool, `[a, b]` a list), refuses
+keys talaria does not know (suggesting the closest one), and keeps the old file when the new
+value would make the configuration invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+
+OPEN_SECTIONS = frozenset({"auxiliary", "fallback_providers", "command_allowlist"})
+"""Sections whose keys are the user's to choose (e.g. auxiliary.<task>.model)."""
+
+SECRET_MARKERS = ("key", "token", "secret", "password")
+
+
+def known_keys(tree: dict[str, Any], prefix: str = "") -> list[str]:
+    """Every dotted leaf key of a nested settings mapping."""
+    keys: list[str] = []
+    for name, value in tree.items():
+        dotted = f"{prefix}{name}"
+        if isinstance(value, dict) and value:
+            keys.extend(known_keys(value, dotted + "."))
+        else:
+            keys.append(dotted)
+    return keys
+
+
+def check_key(key: str) -> str | None:
+    """None when `key` is a setting talaria reads; otherwise why not, with a suggestion."""
+    from talaria.config import DEFAULTS
+
+    if key.split(".", 1)[0] in OPEN_SECTIONS:
+        return None
+    keys = known_keys(DEFAULTS)
+    if key in keys:
+        return None
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown setting {key!r}{hint}"
+
+
+def mask_secrets(value: Any, name: str = "") -> Any:
+    """A copy of the settings with API keys and tokens shortened to their last 4 characters."""
+    if isinstance(value, dict):
+        return {key: mask_secrets(item, str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [mask_secrets(item, name) for item in value]
+    if isinstance(value, str) and any(marker in name.lower() for marker in SECRET_MARKERS):
+        return "…" + value[-4:] if len(value) > 8 else "…"
+    return value
+
+
+def _home(args: argparse.Namespace) -> Path:
+    from talaria.config import default_home
+
+    return Path(args.home).expanduser() if args.home else default_home()
+
+
+def run_config(args: argparse.Namespace) -> int:
+    from talaria.config import ConfigError
+
+    home = _home(args)
+    try:
+        if args.action == "path":
+            print(home / "config.yaml")
+            return EXIT_OK
+        if args.action == "show":
+            return _show(home)
+        return _set(home, args.key, args.value)
+    except ConfigError as exc:
+        print(f"talaria: {exc}", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
+
+
+def _show(home: Path) -> int:
+    import yaml
+
+    from talaria.config import Config
+
+    config = Config.load(home)
+    path = home / "config.yaml"
+    state = "" if path.exists() else " (not created yet)"
+    print(f"# {path}{state}")
+    print("# effective settings: config.yaml > environment > defaults")
+    print(yaml.safe_dump(mask_secrets(config.data), sort_keys=False, allow_unicode=True), end="")
+    return EXIT_OK
+
+
+def _set(home: Path, key: str | None, raw: str | None) -> int:
+    import yaml
+
+    from talaria.config import Config, ConfigError, set_config_value
+
+    if not key or raw is None:
+        print("talaria: usage: talaria config set <key> <value>", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
+    problem = check_key(key)
+    if problem:
+        print(f"talaria: {problem}", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    path = home / "config.yaml"
+    before = path.read_text(encoding="utf-8") if path.exists() else None
+    set_config_value(path, key, value)
+    try:
+        Config.load(home)
+    except ConfigError:
+        if before is None:
+            path.unlink()
+        else:
+            path.write_text(before, encoding="utf-8")
+        raise
+    leaf = key.rsplit(".", 1)[-1]
+    shown = mask_secrets({leaf: value})[leaf]
+    print(f"{key} = {shown if isinstance(shown, str) else json.dumps(shown)}  ({path})")
+    return EXIT_OK

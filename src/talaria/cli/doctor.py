@@ -1,0 +1,177 @@
+"""`talaria doctor`: what is configured, what is reachable, what is missing, in one screen.
+
+Every check is independent and fails soft: the point is to show all the problems at once.
+Exit code 0 when a model is configured and its endpoint answers, 2 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+
+OK, BAD, NONE = "✓", "✗", "–"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    label: str
+    mark: str
+    detail: str
+
+
+def _mask(key: str) -> str:
+    return f"…{key[-4:]}" if len(key) > 8 else "(set)"
+
+
+def probe_endpoint(base_url: str, api_key: str, api_mode: str, timeout: float = 3.0) -> Check:
+    """GET the endpoint's model list: proves the URL answers and says whether the key works."""
+    import urllib.error
+    import urllib.request
+
+    if api_mode == "anthropic_messages":
+        url = base_url.rstrip("/") + "/v1/models"
+        headers = {"x-api-key": api_key, "anthropic-version": "2023-06-01"}
+    else:
+        url = base_url.rstrip("/") + "/models"
+        headers = {"Authorization": f"Bearer {api_key}"}
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=timeout) as response:
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Check("endpoint", BAD, f"{url} unreachable: {reason}")
+    took = f"{time.monotonic() - started:.2f}s"
+    if status in (401, 403):
+        return Check("endpoint", BAD, f"{url} answered {status}: the API key was refused")
+    if status == 404:
+        return Check("endpoint", OK, f"{url.rsplit('/', 1)[0]} answers ({took}; no model list)")
+    if status >= 400:
+        return Check("endpoint", BAD, f"{url} answered HTTP {status}")
+    return Check("endpoint", OK, f"{url} answers ({took})")
+
+
+def _config_checks(home: Path) -> tuple[list[Check], Any]:
+    from talaria.config import Config, ConfigError
+
+    path = home / "config.yaml"
+    checks = [Check("home", OK if home.exists() else NONE,
+                    str(home) + ("" if home.exists() else " (created on first use)"))]
+    try:
+        config = Config.load(home)
+    except ConfigError as exc:
+        return [*checks, Check("config", BAD, str(exc))], None
+    checks.append(Check("config", OK if path.exists() else NONE,
+                        str(path) if path.exists() else "no config.yaml (defaults and environment)"))
+    return checks, config
+
+
+def _model_checks(config: Any) -> tuple[list[Check], bool]:
+    from talaria.providers.errors import ProviderError
+    from talaria.providers.factory import resolve_spec
+
+    model = config.get("model.default")
+    if not model:
+        return [Check("model", BAD, "none configured: talaria config set model.default <model>")], False
+    try:
+        spec = resolve_spec(model=model, provider=config.get("model.provider"),
+                            base_url=config.get("model.base_url"),
+                            api_key=config.get("model.api_key"),
+                            api_mode=config.get("model.api_mode"))
+    except (ProviderError, ValueError) as exc:
+        return [Check("model", BAD, f"{model}: {exc}")], False
+    checks = [Check("model", OK, f"{spec.label} ({spec.api_mode})"),
+              Check("key", OK, _mask(spec.api_key))]
+    endpoint = probe_endpoint(spec.base_url, spec.api_key, spec.api_mode)
+    fallbacks = config.get("fallback_providers", [])
+    labels = ", ".join(f"{f.get('provider', '?')}:{f.get('model', '?')}" for f in fallbacks
+                       if isinstance(f, dict))
+    checks += [endpoint, Check("fallbacks", OK if fallbacks else NONE, labels or "none")]
+    return checks, endpoint.mark == OK
+
+
+def _environment_checks() -> list[Check]:
+    from talaria.cli.first_run import KEY_VARIABLES, detect_local_servers
+
+    keys = " · ".join(f"{name} {OK if os.environ.get(name) else NONE}" for name in KEY_VARIABLES)
+    servers = detect_local_servers()
+    local = ", ".join(f"{s.name} {s.base_url} ({len(s.models)} models)" for s in servers)
+    return [Check("env keys", OK if any(os.environ.get(k) for k in KEY_VARIABLES) else NONE, keys),
+            Check("local", OK if servers else NONE, local or "no model server on the usual ports")]
+
+
+def _store_check(home: Path) -> Check:
+    path = home / "state.db"
+    if not path.exists():
+        return Check("sessions", NONE, "none yet")
+    from talaria.store.base import StoreError
+    from talaria.store.sqlite import SQLiteSessionStore
+
+    try:
+        with SQLiteSessionStore(path) as store:
+            count = len(store.list_sessions(limit=100_000))
+    except StoreError as exc:
+        return Check("sessions", BAD, f"{path}: {exc}")
+    return Check("sessions", OK, f"{count} in {path}")
+
+
+def _tool_checks() -> list[Check]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    programs = " · ".join(f"{name} {OK if shutil.which(name) else NONE}"
+                          for name in ("bash", "git", "rg"))
+    packages = []
+    for name in ("openai", "anthropic", "prompt_toolkit", "rich"):
+        try:
+            packages.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            packages.append(f"{name} {BAD} missing")
+    return [Check("programs", OK if shutil.which("bash") else BAD, programs),
+            Check("packages", BAD if any(BAD in p for p in packages) else OK, " · ".join(packages))]
+
+
+def _paint(mark: str) -> str:
+    if not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
+        return mark
+    colour = {OK: "32", BAD: "31"}.get(mark, "2")
+    return f"\x1b[{colour}m{mark}\x1b[0m"
+
+
+def report(checks: list[Check], paint: Callable[[str], str] = _paint) -> str:
+    width = max(len(check.label) for check in checks)
+    return "\n".join(f"  {check.label.ljust(width)}  {paint(check.mark)} {check.detail}"
+                     for check in checks)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from talaria import __version__
+    from talaria.config import default_home
+
+    home = Path(args.home).expanduser() if args.home else default_home()
+    print(f"talaria {__version__} · Python {platform.python_version()} · {sys.platform}")
+    checks, config = _config_checks(home)
+    healthy = False
+    if config is not None:
+        model_checks, healthy = _model_checks(config)
+        checks += model_checks
+    checks += _environment_checks()
+    checks.append(_store_check(home))
+    checks += _tool_checks()
+    print(report(checks))
+    if not healthy:
+        print("\nnot ready: fix the ✗ lines above (talaria config set …, or pass -m/--base-url "
+              "to talaria chat)")
+    return EXIT_OK if healthy else EXIT_AGENT_FAILURE

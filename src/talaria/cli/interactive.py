@@ -1,0 +1,507 @@
+"""`talaria chat`: the interactive terminal agent.
+
+Two threads. The main thread owns the terminal: a prompt_toolkit input line that stays open
+while the agent works (so typing queues the next message, /stop interrupts, and approval or
+clarify questions are answered on the same line). A worker thread runs the turns and the
+session-changing slash commands, one at a time, in the order they were entered. Output goes
+through prompt_toolkit's stdout proxy, which prints above the input line. The UI is a pure
+client of engine events: it never makes loop decisions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.styles import Style
+
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+from talaria.cli.options import agent_kwargs, resume_ref
+from talaria.cli.prompts import QuestionBroker
+from talaria.cli.slash import (
+    SlashCompleter,
+    SlashRegistry,
+    build_registry,
+    parse_command,
+    typing_a_command,
+)
+
+if TYPE_CHECKING:
+    from talaria.agent import Agent
+    from talaria.cli.render import Renderer
+    from talaria.tools.base import Tool
+
+log = logging.getLogger("talaria.cli")
+
+Job = Callable[[], None]
+_STOP_WORKER = None
+
+
+class _CtrlC(Exception):
+    """Ctrl+C at an empty, idle prompt."""
+
+
+def run_interactive(args: argparse.Namespace) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print('talaria: chat needs a terminal; in scripts use `talaria chat -q "..."`',
+              file=sys.stderr)
+        return EXIT_AGENT_FAILURE
+    from talaria.config import Config, ConfigError
+
+    try:
+        config = Config.load(args.home)
+    except ConfigError as exc:
+        print(f"talaria: {exc}", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
+    quiet_logging(config.home)
+    if not (args.model or config.get("model.default")):
+        from talaria.cli.first_run import ensure_model
+
+        if not ensure_model(args, config):
+            return EXIT_AGENT_FAILURE
+    chat = Chat(args, config.home)
+    if not chat.resume_from_args():
+        return EXIT_AGENT_FAILURE
+    return chat.run()
+
+
+def quiet_logging(home: Path) -> None:
+    """Library warnings go to <home>/logs/chat.log, never onto the chat screen."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    target: logging.Handler
+    try:
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        target = logging.FileHandler(home / "logs" / "chat.log", encoding="utf-8", delay=True)
+    except OSError:
+        target = logging.NullHandler()
+    target.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(target)
+    root.setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+
+
+class Chat:
+    """The REPL: prompt loop on the main thread, turns on a worker; the `CommandHost` of the
+    slash commands."""
+
+    def __init__(self, args: argparse.Namespace, home: Path) -> None:
+        self.args = args
+        self.home = home
+        self.registry: SlashRegistry = build_registry()
+        self.last_result: dict[str, Any] | None = None
+        self.broker = QuestionBroker(show=self._show_question, wake=self._invalidate)
+        self.renderer: Renderer
+        self._model_overrides: dict[str, Any] = {}
+        self._pending_history: list[dict[str, Any]] | None = None
+        self._jobs: queue.Queue[tuple[Job, bool] | None] = queue.Queue()
+        """(job, visible): visible jobs are what the user asked for; the rest is warm-up."""
+        self._busy = threading.Event()
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
+        self._quitting = False
+        self._ctrl_c_armed = False
+        self._titles: list[tuple[str, str]] = []
+        self._prompt: PromptSession[str] | None = None
+        self.agent = self._make_agent(None)
+
+    # ---- setup ------------------------------------------------------------------------
+
+    def _make_agent(self, session_id: str | None) -> Agent:
+        from talaria.agent import Agent
+
+        kwargs = agent_kwargs(self.args)
+        kwargs.update(self._model_overrides)
+        return Agent(
+            session_id=session_id,
+            event_callback=self._on_event,
+            approval_callback=self.broker.approve,
+            clarify_callback=self.broker.clarify,
+            **kwargs,
+        )
+
+    def resume_from_args(self) -> bool:
+        """Point the agent at the session --resume/--continue names (False: none matches)."""
+        ref = resume_ref(self.args)
+        if not ref:
+            return True
+        from talaria.store.base import StoreError
+
+        try:
+            self.agent.session_id = self.agent.store.resolve(ref)
+        except StoreError as exc:
+            print(f"talaria: {exc}", file=sys.stderr)
+            return False
+        return True
+
+    def _on_event(self, event: Any) -> None:
+        self.renderer(event)
+
+    # ---- the prompt loop (main thread) -------------------------------------------------
+
+    def run(self) -> int:
+        from talaria.cli.render import Renderer
+
+        with patch_stdout(raw=True):
+            self.renderer = Renderer(sys.stdout, color=True, cwd=self.agent.cwd)
+            self._prompt = self._make_prompt()
+            self._banner()
+            worker = threading.Thread(target=self._work, name="talaria-chat-turns", daemon=True)
+            worker.start()
+            threading.Thread(target=self._tick, name="talaria-chat-spinner", daemon=True).start()
+            self._jobs.put((self._warm_up, False))
+            while not self._quitting:
+                try:
+                    line = self._prompt.prompt(self._message)
+                    self._ctrl_c_armed = False
+                    self._handle(line)
+                except (_CtrlC, KeyboardInterrupt):
+                    if self._ctrl_c():
+                        break
+                except EOFError:
+                    break
+            self._shutdown(worker)
+        return EXIT_OK
+
+    def _ctrl_c(self) -> bool:
+        """Ctrl+C outside the input line's own binding (e.g. while output was printing, when
+        the terminal is briefly in cooked mode). True when the chat should end."""
+        if self._busy.is_set():
+            self.interrupt(None)
+            return False
+        if self._ctrl_c_armed:
+            return True
+        self._ctrl_c_armed = True
+        self.renderer.note("· press Ctrl+C again to exit (or /quit)")
+        return False
+
+    def _make_prompt(self) -> PromptSession[str]:
+        self.home.mkdir(parents=True, exist_ok=True)
+        return PromptSession(
+            history=FileHistory(str(self.home / "chat_history")),
+            completer=SlashCompleter(self.registry, lambda: self._titles),
+            complete_while_typing=typing_a_command,
+            key_bindings=self._key_bindings(),
+            erase_when_done=True,
+            prompt_continuation="  ",
+            reserve_space_for_menu=8,
+            style=Style.from_dict({
+                "prompt": "bold ansicyan",
+                "status": "ansibrightblack",
+                "question": "bold ansiyellow",
+            }),
+        )
+
+    def _key_bindings(self) -> KeyBindings:
+        bindings = KeyBindings()
+
+        @bindings.add("c-c")
+        def _ctrl_c(event: KeyPressEvent) -> None:
+            if self._busy.is_set():
+                self.interrupt(None)
+            elif event.current_buffer.text:
+                event.current_buffer.reset()
+            else:
+                event.app.exit(exception=_CtrlC())
+
+        @bindings.add("escape", "enter")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        return bindings
+
+    def _message(self) -> FormattedText:
+        question = self.broker.pending()
+        if question is not None:
+            return FormattedText([("class:question", question.label)])
+        status = self.renderer.status()
+        prompt = [("class:prompt", "› ")]
+        return FormattedText([("class:status", status + "\n"), *prompt] if status else prompt)
+
+    def _handle(self, line: str) -> None:
+        parsed = parse_command(line)
+        if parsed is not None and self.registry.get(parsed[0]) is not None:
+            self._command(*parsed)
+        elif self.broker.pending() is not None:
+            answer = self.broker.answer(line)
+            if answer is not None:
+                self.renderer.note(f"  → {answer}")
+            else:
+                self.renderer.note("  please answer with one of the choices", "yellow")
+        elif parsed is not None:
+            self._command(*parsed)
+        elif line.strip():
+            if self.busy:
+                self.renderer.note(f"· queued: {line.strip()}")
+            self.submit(line)
+
+    def _command(self, name: str, arg: str) -> None:
+        command = self.registry.get(name)
+        if command is None:
+            suggestion = self.registry.suggest(name)
+            hint = f" — did you mean /{suggestion}?" if suggestion else " — /help lists them"
+            self.renderer.note(f"unknown command /{name}{hint}", "yellow")
+            return
+        self.renderer.note(f"› /{name} {arg}".rstrip(), "bold cyan")
+        if command.immediate:
+            self._safely(lambda: command.handler(self, arg))
+            return
+        if self.busy:
+            self.renderer.note(f"· /{name} runs after the current turn")
+        self._enqueue(lambda: command.handler(self, arg))
+
+    def _tick(self) -> None:
+        """Redraw the spinner while something runs."""
+        while not self._quitting:
+            if self._busy.wait(0.5):
+                self._invalidate()
+                time.sleep(0.1)
+
+    def _invalidate(self) -> None:
+        if self._prompt is not None:
+            self._prompt.app.invalidate()
+
+    def _show_question(self, text: str, style: str) -> None:
+        self.renderer.flush()
+        self.renderer.note(text, style, wrap=True)
+
+    def _banner(self) -> None:
+        from talaria import __version__
+
+        label, problem = self._model_spec()
+        self.renderer.note(f"talaria {__version__} · {label}", "bold")
+        if problem:
+            self.renderer.note(f"! {problem}", "yellow", wrap=True)
+        self.renderer.note("/help for commands · Esc Enter: new line · Ctrl+C: interrupt · "
+                           "Ctrl+D: exit")
+        if self.agent.session_id:
+            self._recap(self.agent.session_id)
+
+    def _shutdown(self, worker: threading.Thread) -> None:
+        self._quitting = True
+        self.broker.close()
+        if self._busy.is_set():
+            self.agent.interrupt()
+        self._drain()
+        self._jobs.put(_STOP_WORKER)
+        worker.join(timeout=30)
+        session_id = self.agent.session_id
+        self.agent.close()
+        if session_id and self.agent.store.get_session(session_id) is not None:
+            self.renderer.note(f"resume with: talaria chat --resume {session_id}")
+
+    # ---- the worker (turns and session commands, in order) -----------------------------
+
+    def _enqueue(self, job: Job) -> None:
+        with self._waiting_lock:
+            self._waiting += 1
+            self.renderer.queued = self._waiting if self._busy.is_set() else 0
+        self._jobs.put((job, True))
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                self._jobs.get_nowait()
+            except queue.Empty:
+                return
+
+    def _work(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is _STOP_WORKER:
+                return
+            job, visible = item
+            if not visible:
+                job()
+                continue
+            with self._waiting_lock:
+                self._waiting -= 1
+                self.renderer.queued = self._waiting
+            self._busy.set()
+            try:
+                self._safely(job)
+                self._safely(self._refresh_titles)
+            finally:
+                self._busy.clear()
+                self._invalidate()
+
+    def _warm_up(self) -> None:
+        """While the user types the first message: load the markdown renderer and assemble the
+        agent (SDK client, tools), so the first answer does not wait for imports. A failure
+        here is left for the first turn to report."""
+        import rich.markdown  # noqa: F401
+
+        try:
+            self._refresh_titles()
+            self.agent._ensure_runtime()
+        except Exception:
+            log.debug("warm-up failed; the first turn will report it", exc_info=True)
+
+    def _safely(self, job: Job) -> None:
+        """Run a job; a failure is one red line on screen and a traceback in the log."""
+        try:
+            job()
+        except Exception as exc:
+            log.exception("chat job failed")
+            self.renderer.abort_turn()
+            self.renderer.error(f"{type(exc).__name__}: {exc} (details in "
+                                f"{self.home / 'logs' / 'chat.log'})")
+
+    def _turn(self, text: str) -> None:
+        from talaria.config import ConfigError
+        from talaria.providers.errors import ProviderError
+        from talaria.store.base import StoreError
+
+        history, self._pending_history = self._pending_history, None
+        self.renderer.echo_user(text)
+        self.renderer.begin_turn()
+        started = time.monotonic()
+        try:
+            result = self.agent.run_conversation(text, conversation_history=history)
+        except (ConfigError, ProviderError, StoreError, ValueError) as exc:
+            self._pending_history = history
+            self.renderer.abort_turn()
+            self.renderer.error(getattr(exc, "message", None) or str(exc))
+            return
+        self.last_result = result
+        self.agent.session_id = result["session_id"]
+        self.renderer.end_turn(result, time.monotonic() - started)
+
+    def _refresh_titles(self) -> None:
+        sessions = self.agent.store.list_sessions(limit=50)
+        self._titles = [(info.title or "", info.id) for info in sessions]
+
+    def _recap(self, session_id: str) -> None:
+        """What a resumed session was about: its title and its last exchange."""
+        from talaria.cli.render import clip, terminal_width
+        from talaria.store.base import content_text
+
+        store = self.agent.store
+        info = store.get_session(session_id)
+        if info is None:
+            return
+        label = f"“{info.title}” ({info.id})" if info.title else info.id
+        self.renderer.note(f"· resumed {label} · {info.message_count} messages", "green")
+        messages = store.load_messages(session_id)
+        start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+        width = terminal_width() - 4
+        for message in messages[start:]:
+            text = content_text(message.get("content")).strip()
+            if message.get("role") == "user":
+                self.renderer.echo_user(text)
+            elif message.get("role") == "assistant" and text:
+                lines = text.splitlines()
+                shown = "\n".join(clip(line, width) for line in lines[:8])
+                more = f"\n… {len(lines) - 8} more lines" if len(lines) > 8 else ""
+                self.renderer.note(shown + more, "", wrap=True)
+
+    # ---- CommandHost --------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._busy.is_set() or self._waiting > 0
+
+    def history(self) -> list[dict[str, Any]]:
+        if self._pending_history is not None:
+            return list(self._pending_history)
+        return self.agent.messages
+
+    def fork(self, history: list[dict[str, Any]]) -> None:
+        self.agent.new_session()
+        self._pending_history = list(history)
+
+    def switch_session(self, session_id: str | None) -> None:
+        self.agent.new_session()
+        self._pending_history = None
+        if session_id is not None:
+            self.agent.session_id = session_id
+            self._recap(session_id)
+
+    def switch_model(self, model: str, provider: str | None) -> None:
+        self._model_overrides["model"] = model
+        if provider is not None:
+            self._model_overrides.update(provider=provider, base_url=None, api_key=None,
+                                         api_mode=None)
+        old = self.agent
+        old.close()
+        self.last_result = None
+        self.agent = self._make_agent(old.session_id)
+        self.agent.approvals.mode = old.approvals.mode
+        self.agent.approvals.session_grants |= old.approvals.session_grants
+
+    def model_label(self) -> str:
+        return self._model_spec()[0]
+
+    def _model_spec(self) -> tuple[str, str | None]:
+        """`provider:model · base URL` as configured (or as the last turn really used), and
+        what stops it from working, if something visibly does (a missing key, ...)."""
+        if self.last_result and self.last_result.get("model"):
+            return f"{self.last_result['provider']}:{self.last_result['model']}", None
+        from talaria.providers.errors import ProviderError
+        from talaria.providers.factory import resolve_spec
+
+        config = self.agent.config
+        args = {**agent_kwargs(self.args), **self._model_overrides}
+        model = args["model"] or config.get("model.default")
+        try:
+            spec = resolve_spec(
+                model=model,
+                provider=args["provider"] or config.get("model.provider"),
+                base_url=args["base_url"] or config.get("model.base_url"),
+                api_key=args["api_key"] or config.get("model.api_key"),
+                api_mode=args["api_mode"] or config.get("model.api_mode"),
+            )
+        except (ProviderError, ValueError) as exc:
+            return str(model), getattr(exc, "message", None) or str(exc)
+        return f"{spec.label} · {spec.base_url}", None
+
+    def tools(self) -> dict[str, Tool]:
+        """The enabled tools. The Agent has no public accessor yet, so this assembles its
+        runtime the way its first turn would."""
+        return dict(self.agent._ensure_runtime().tools)
+
+    def compress(self, focus: str | None) -> tuple[int, int] | None:
+        """Compress now: (messages before, after), or None when there is nothing to compress.
+        Goes through the agent's context engine (no public Agent method for it yet)."""
+        agent = self.agent
+        runtime, session, loop = agent._runtime, agent._session, agent._loop
+        if runtime is None or session is None or loop is None or not session.history:
+            return None
+        if runtime.context_engine is None:
+            raise ValueError("compression is turned off (compression.enabled: false)")
+        before = len(session.history)
+        self.renderer.begin_turn()
+        try:
+            changed = loop.run_until_complete(
+                runtime.context_engine.compress(runtime, session, None, focus=focus))
+        finally:
+            self.renderer.abort_turn()
+        agent.session_id = session.id
+        return (before, len(session.history)) if changed else None
+
+    def submit(self, text: str) -> None:
+        self._enqueue(lambda: self._turn(text))
+
+    def interrupt(self, reason: str | None) -> None:
+        self.broker.cancel()
+        self.agent.interrupt(reason)
+
+    def toggle_reasoning(self) -> bool:
+        self.renderer.show_reasoning = not self.renderer.show_reasoning
+        return self.renderer.show_reasoning
+
+    def quit(self) -> None:
+        self._quitting = True

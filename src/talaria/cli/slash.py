@@ -1,0 +1,350 @@
+"""Slash commands: one registry that the chat dispatches through, completes from and lists
+in /help.
+
+A command is either `immediate` (safe while a turn runs: it runs at once on the prompt's
+thread) or not (it changes the session, so it runs on the turn thread, after the turn in
+progress). Commands talk to the chat through the small `CommandHost` protocol, which keeps
+them testable without a terminal.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from prompt_toolkit.application import get_app
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
+
+if TYPE_CHECKING:
+    from talaria.agent import Agent
+    from talaria.cli.render import Renderer
+    from talaria.tools.base import Tool
+
+_COMMAND = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.DOTALL)
+
+KNOWN_PROVIDERS = frozenset({
+    "openai", "anthropic", "openrouter", "custom", "codex", "openai-codex",
+    "ollama", "vllm", "llamacpp", "lmstudio",
+})
+"""Provider names `/model provider:model` recognises (model ids may contain ':' too)."""
+
+
+class CommandHost(Protocol):
+    """What a command may ask of the chat."""
+
+    agent: Agent
+    renderer: Renderer
+    registry: SlashRegistry
+    last_result: dict[str, Any] | None
+
+    @property
+    def busy(self) -> bool: ...
+
+    def history(self) -> list[dict[str, Any]]: ...
+
+    def fork(self, history: list[dict[str, Any]]) -> None:
+        """Continue in a new session that starts from `history` (the old one is kept)."""
+
+    def switch_session(self, session_id: str | None) -> None:
+        """Resume `session_id` on the next message, or start a new session for None."""
+
+    def switch_model(self, model: str, provider: str | None) -> None: ...
+
+    def model_label(self) -> str: ...
+
+    def tools(self) -> dict[str, Tool]: ...
+
+    def compress(self, focus: str | None) -> tuple[int, int] | None:
+        """Compress now: (messages before, after), or None when nothing changed."""
+
+    def submit(self, text: str) -> None:
+        """Queue `text` as the next user message."""
+
+    def interrupt(self, reason: str) -> None: ...
+
+    def toggle_reasoning(self) -> bool: ...
+
+    def quit(self) -> None: ...
+
+
+Handler = Callable[[CommandHost, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SlashCommand:
+    name: str
+    summary: str
+    handler: Handler
+    usage: str = ""
+    immediate: bool = False
+    completes_sessions: bool = False
+
+
+class SlashRegistry:
+    def __init__(self) -> None:
+        self._commands: dict[str, SlashCommand] = {}
+
+    def add(self, command: SlashCommand) -> None:
+        if command.name in self._commands:
+            raise ValueError(f"/{command.name} is already registered")
+        self._commands[command.name] = command
+
+    def get(self, name: str) -> SlashCommand | None:
+        return self._commands.get(name)
+
+    def commands(self) -> list[SlashCommand]:
+        return list(self._commands.values())
+
+    def suggest(self, name: str) -> str | None:
+        close = difflib.get_close_matches(name, list(self._commands), n=1, cutoff=0.5)
+        return close[0] if close else None
+
+    def help_text(self) -> str:
+        width = max(len(f"/{c.name} {c.usage}".rstrip()) for c in self._commands.values())
+        return "\n".join(f"  {f'/{c.name} {c.usage}'.rstrip().ljust(width)}  {c.summary}"
+                         for c in self._commands.values())
+
+
+def parse_command(line: str) -> tuple[str, str] | None:
+    """(name, argument) for a slash command; None for a message ('/etc/hosts is…' is text)."""
+    match = _COMMAND.match(line.strip())
+    if match is None:
+        return None
+    return match.group(1), (match.group(2) or "").strip()
+
+
+def parse_model_ref(ref: str) -> tuple[str | None, str]:
+    """`provider:model` or a bare model id (which may itself contain ':', e.g. qwen2:7b)."""
+    provider, sep, model = ref.partition(":")
+    if sep and model and provider.lower() in KNOWN_PROVIDERS:
+        return provider.lower(), model
+    return None, ref
+
+
+def split_last_exchange(
+    messages: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], str] | None:
+    """The history before the last user message, and that message's text (None: no turn)."""
+    from talaria.store.base import content_text
+
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return messages[:index], content_text(messages[index].get("content"))
+    return None
+
+
+# ---- the commands -------------------------------------------------------------------
+
+
+def _help(host: CommandHost, arg: str) -> None:
+    host.renderer.write(host.registry.help_text())
+    host.renderer.note("  Enter sends · Esc Enter adds a line · Ctrl+C interrupts · Ctrl+D exits")
+
+
+def _new(host: CommandHost, arg: str) -> None:
+    host.switch_session(None)
+    host.renderer.note("· new session (the next message starts it)")
+
+
+def _sessions(host: CommandHost, arg: str) -> None:
+    from talaria.cli.render import terminal_width
+    from talaria.cli.sessions import session_table
+
+    host.renderer.write(session_table(host.agent.store.list_sessions(limit=10),
+                                      width=terminal_width()))
+
+
+def _resume(host: CommandHost, arg: str) -> None:
+    from talaria.store.base import StoreError
+
+    if not arg:
+        _sessions(host, "")
+        host.renderer.note("· /resume <id|title|latest> picks one")
+        return
+    try:
+        session_id = host.agent.store.resolve(arg)
+    except StoreError as exc:
+        host.renderer.error(str(exc))
+        return
+    host.switch_session(session_id)
+
+
+def _title(host: CommandHost, arg: str) -> None:
+    from talaria.store.base import StoreError
+
+    session_id = host.agent.session_id
+    info = host.agent.store.get_session(session_id) if session_id else None
+    if info is None:
+        host.renderer.note("· the session starts with your first message; set its title after")
+        return
+    if not arg:
+        host.renderer.note(f"· title: {info.title or '(none)'} · /title <text> sets it")
+        return
+    try:
+        host.agent.store.rename(info.id, arg)
+    except StoreError as exc:
+        host.renderer.error(str(exc))
+        return
+    host.renderer.note(f"· titled “{arg}”: resume it with /resume {arg}")
+
+
+def _model(host: CommandHost, arg: str) -> None:
+    if not arg:
+        host.renderer.note(f"· model: {host.model_label()} · /model [provider:]model switches")
+        return
+    provider, model = parse_model_ref(arg)
+    host.switch_model(model, provider)
+    host.renderer.note(f"· next message goes to {host.model_label()}")
+
+
+def _compress(host: CommandHost, arg: str) -> None:
+    counts = host.compress(arg or None)
+    if counts is None:
+        host.renderer.note("· nothing to compress")
+    else:
+        host.renderer.note(f"· compressed {counts[0]} messages into {counts[1]}")
+
+
+def _usage(host: CommandHost, arg: str) -> None:
+    from talaria.cli.render import usage_summary
+
+    session_id = host.agent.session_id
+    info = host.agent.store.get_session(session_id) if session_id else None
+    if info is None:
+        host.renderer.note("· no usage yet")
+        return
+    totals = info.usage or {}
+    host.renderer.write(f"  session {info.id} · {info.message_count} messages")
+    host.renderer.write(f"  total      {usage_summary(totals)}")
+    last = host.last_result
+    if last and last.get("session_id") == info.id:
+        host.renderer.write(f"  last turn  {usage_summary(last.get('usage') or {})}")
+
+
+def _tools(host: CommandHost, arg: str) -> None:
+    from talaria.cli.render import clip, terminal_width
+
+    tools = host.tools()
+    if not tools:
+        host.renderer.note("· no tools enabled")
+        return
+    width = max(len(name) for name in tools)
+    room = terminal_width() - width - 6
+    for name, tool in tools.items():
+        summary = clip(tool.description.split("\n", 1)[0], room)
+        host.renderer.write(f"  {name.ljust(width)}  {summary}")
+    mode = "off: commands run without asking" if host.agent.approvals.mode == "off" else "manual"
+    host.renderer.note(f"  approvals: {mode}")
+
+
+def _yolo(host: CommandHost, arg: str) -> None:
+    approvals = host.agent.approvals
+    approvals.mode = "manual" if approvals.mode == "off" else "off"
+    if approvals.mode == "off":
+        host.renderer.note("· yolo on: commands run without asking (the hard floor still holds)",
+                           "yellow")
+    else:
+        host.renderer.note("· yolo off: dangerous commands ask first")
+
+
+def _stop(host: CommandHost, arg: str) -> None:
+    if host.busy:
+        host.interrupt("/stop")
+    else:
+        host.renderer.note("· nothing is running")
+
+
+def _retry(host: CommandHost, arg: str) -> None:
+    last = split_last_exchange(host.history())
+    if last is None:
+        host.renderer.note("· nothing to retry")
+        return
+    history, text = last
+    host.fork(history)
+    host.renderer.note(f"· retrying: {text}")
+    host.submit(text)
+
+
+def _undo(host: CommandHost, arg: str) -> None:
+    last = split_last_exchange(host.history())
+    if last is None:
+        host.renderer.note("· nothing to undo")
+        return
+    history, text = last
+    host.fork(history)
+    host.renderer.note(f"· undone: {text}")
+
+
+def _reasoning(host: CommandHost, arg: str) -> None:
+    shown = host.toggle_reasoning()
+    host.renderer.note(f"· reasoning {'shown' if shown else 'hidden'}")
+
+
+def _quit(host: CommandHost, arg: str) -> None:
+    host.quit()
+
+
+def build_registry() -> SlashRegistry:
+    registry = SlashRegistry()
+    for command in (
+        SlashCommand("help", "list the commands", _help, immediate=True),
+        SlashCommand("new", "start a new session", _new),
+        SlashCommand("resume", "resume a past session", _resume, "[id|title]",
+                     completes_sessions=True),
+        SlashCommand("sessions", "list recent sessions", _sessions, immediate=True),
+        SlashCommand("title", "show or set this session's title", _title, "[text]"),
+        SlashCommand("model", "show or switch the model", _model, "[provider:model]"),
+        SlashCommand("compress", "summarise the history now", _compress, "[focus]"),
+        SlashCommand("usage", "tokens and cost of this session", _usage, immediate=True),
+        SlashCommand("tools", "list the enabled tools", _tools),
+        SlashCommand("yolo", "toggle asking before dangerous commands", _yolo, immediate=True),
+        SlashCommand("stop", "interrupt the running turn", _stop, immediate=True),
+        SlashCommand("retry", "send the last message again", _retry),
+        SlashCommand("undo", "drop the last exchange", _undo),
+        SlashCommand("reasoning", "show or hide the model's reasoning", _reasoning,
+                     immediate=True),
+        SlashCommand("quit", "leave (also Ctrl+D)", _quit, immediate=True),
+    ):
+        registry.add(command)
+    return registry
+
+
+@Condition
+def typing_a_command() -> bool:
+    """Complete (and make room for the menu) only while a slash command is being typed."""
+    return get_app().current_buffer.text.startswith("/")
+
+
+class SlashCompleter(Completer):
+    """Completes slash command names, and session titles/ids after /resume."""
+
+    def __init__(self, registry: SlashRegistry, titles: Callable[[], list[tuple[str, str]]]):
+        self.registry = registry
+        self.titles = titles
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        name, space, arg = text[1:].partition(" ")
+        if not space:
+            for command in self.registry.commands():
+                if command.name.startswith(name):
+                    yield Completion(f"/{command.name}", start_position=-len(text),
+                                     display_meta=command.summary)
+            return
+        target = self.registry.get(name)
+        if target is None or not target.completes_sessions:
+            return
+        needle = arg.lower()
+        for title, session_id in self.titles():
+            for candidate in (title, session_id):
+                if candidate and candidate.lower().startswith(needle):
+                    yield Completion(candidate, start_position=-len(arg),
+                                     display_meta=session_id if candidate == title else title)
+                    break

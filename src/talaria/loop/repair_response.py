@@ -1,0 +1,217 @@
+"""Answers that arrived but cannot be used as they are: empty, reasoning only, cut off, refused.
+
+The caller gets *a* response; this module makes sure the loop gets a *usable* one. An empty or
+reasoning-only reply is asked again once with a note (in the API copy only), then the next
+provider is tried, then the turn fails with the reason (never a placeholder posing as the
+answer). Text cut off by the output limit is continued and joined into one answer while the
+continuations make progress. Tool calls cut off by the output limit are never run: the call is
+retried, with more output room when ``model.max_tokens`` is set. A refusal ends the turn at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from enum import Enum
+
+from talaria.events import Notice
+from talaria.loop.interrupt import InterruptSignal
+from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, Usage
+from talaria.providers.caller import CallResult, ModelCaller
+from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.retry import Action, action_for
+
+MAX_CONTINUATIONS = 3
+MAX_TRUNCATION_RETRIES = 2
+
+EMPTY_NOTE = (
+    "[Your previous reply contained no answer: no text and no tool call. Continue from where "
+    "you are and answer the user now, or call a tool.]"
+)
+CONTINUE_NOTE = (
+    "[Your answer above was cut off by the output limit. Continue exactly where it stopped, "
+    "without repeating anything.]"
+)
+TRUNCATED_NOTE = (
+    "[Your previous tool call was cut off by the output limit, so it was not run. Make the call "
+    "again with shorter arguments (for example, write a large file in several steps).]"
+)
+
+RequestBuilder = Callable[[list[str]], ModelRequest]
+"""Builds the request for the current history with extra ephemeral notes in its newest message."""
+
+
+class Verdict(Enum):
+    USABLE = "usable"
+    EMPTY = "empty"
+    REASONING_ONLY = "reasoning_only"
+    CUT_OFF = "cut_off"  # text stopped by the output limit: continue it
+    TRUNCATED_CALLS = "truncated_calls"  # tool calls stopped by the output limit: never run
+    REFUSAL = "refusal"
+
+
+def inspect_response(response: ModelResponse) -> Verdict:
+    """What a complete response is, as far as the loop is concerned."""
+    has_text = bool(response.text and response.text.strip())
+    if response.finish_reason == "refusal" or (
+        response.finish_reason == "content_filter" and not has_text and not response.tool_calls
+    ):
+        return Verdict.REFUSAL
+    if response.finish_reason == "length" and response.tool_calls:
+        # Anthropic reports a cut-off tool input as a parsed (partial) object, so parseable
+        # arguments prove nothing: a call the output limit stopped is never run.
+        return Verdict.TRUNCATED_CALLS
+    if response.finish_reason == "length" and has_text:
+        return Verdict.CUT_OFF
+    if has_text or response.tool_calls:
+        return Verdict.USABLE
+    return Verdict.REASONING_ONLY if response.reasoning else Verdict.EMPTY
+
+
+async def obtain_response(
+    caller: ModelCaller, build: RequestBuilder, stream: StreamHandler, interrupt: InterruptSignal
+) -> CallResult:
+    """A usable response for the current history, or a `ProviderError` saying why not."""
+    return await _Repair(caller, build, stream, interrupt).run()
+
+
+class _Repair:
+    def __init__(
+        self,
+        caller: ModelCaller,
+        build: RequestBuilder,
+        stream: StreamHandler,
+        interrupt: InterruptSignal,
+    ) -> None:
+        self.caller = caller
+        self.build = build
+        self.stream = stream
+        self.interrupt = interrupt
+        self.request = build([])
+        self.first_attempt = caller.turn_attempts
+        self.errors: list[ProviderError] = []
+        self.usage = Usage()
+        self.parts: list[str] = []
+        """Texts cut off by the output limit, in order; the final answer is their join."""
+        self.reasoning: list[str] = []
+        self.nudged = False
+        self.truncations = 0
+        self.max_tokens = self.request.max_tokens
+
+    async def run(self) -> CallResult:
+        while True:
+            result = await self._call()
+            if result is None:
+                self._empty(Verdict.EMPTY)
+                continue
+            response = result.response
+            if response.reasoning:
+                self.reasoning.append(response.reasoning)
+            verdict = inspect_response(response)
+            if verdict is Verdict.REFUSAL:
+                raise self._refusal(result)
+            if verdict is Verdict.USABLE:
+                return self._final(result, response.text)
+            if verdict is Verdict.CUT_OFF:
+                if not self._continue(response):
+                    return self._final(result, None)
+            elif self.parts:
+                # A continuation that adds nothing usable ends the answer with what there is.
+                return self._final(result, response.text, keep_calls=False)
+            elif verdict is Verdict.TRUNCATED_CALLS:
+                self._retry_truncated(result)
+            else:
+                self._empty(verdict)
+
+    async def _call(self) -> CallResult | None:
+        """One call through the caller; None when the adapter reported an empty answer."""
+        try:
+            result = await self.caller.call(self.request, self.stream, self.interrupt)
+        except ProviderError as error:
+            if action_for(error.kind) is not Action.NUDGE:
+                raise
+            self.errors.append(error)
+            return None
+        self.errors.extend(result.errors)
+        self.usage.add(result.response.usage)
+        return result
+
+    def _final(
+        self, result: CallResult, text: str | None, *, keep_calls: bool = True
+    ) -> CallResult:
+        response = result.response
+        joined = "".join(self.parts) + (text or "")
+        final = replace(
+            response,
+            text=joined or None,
+            tool_calls=response.tool_calls if keep_calls else [],
+            reasoning="\n\n".join(self.reasoning) or None,
+        )
+        attempts = self.caller.turn_attempts - self.first_attempt
+        return CallResult(final, result.client, attempts, self.errors, self.usage)
+
+    def _continue(self, response: ModelResponse) -> bool:
+        """Ask for the rest of a cut-off answer; False when it is time to stop continuing."""
+        text = response.text or ""
+        if self.parts and text == self.parts[-1]:
+            return False
+        self.parts.append(text)
+        if len(self.parts) > MAX_CONTINUATIONS:
+            self.caller.emit(Notice("warning", f"the answer is still cut off by the output limit "
+                                               f"after {MAX_CONTINUATIONS} continuations"))
+            return False
+        base = self.build([])
+        so_far = {"role": "assistant", "content": "".join(self.parts)}
+        self.request = replace(
+            base, messages=[*base.messages, so_far, {"role": "user", "content": CONTINUE_NOTE}]
+        )
+        return True
+
+    def _retry_truncated(self, result: CallResult) -> None:
+        self.truncations += 1
+        if self.truncations > MAX_TRUNCATION_RETRIES:
+            if not self.caller.fall_back("tool call cut off by the output limit"):
+                raise ProviderError(
+                    f"the model's tool call was cut off by the output limit "
+                    f"{self.truncations} times and was not run; raise model.max_tokens",
+                    kind=ErrorKind.TRUNCATED,
+                    provider=result.client.provider,
+                    model=result.client.model,
+                )
+            self.truncations = 0
+        elif self.max_tokens is not None:
+            self.max_tokens *= 2
+        names = ", ".join(call.name for call in result.response.tool_calls)
+        grown = f" with max_tokens {self.max_tokens}" if self.max_tokens is not None else ""
+        self.caller.emit(Notice("warning", f"tool call ({names}) cut off by the output limit; "
+                                           f"not run; asking again{grown}"))
+        self.request = replace(self.build([TRUNCATED_NOTE]), max_tokens=self.max_tokens)
+
+    def _empty(self, verdict: Verdict) -> None:
+        """Nudge once, then fall back, then fail with the reason."""
+        if not self.nudged:
+            self.nudged = True
+            self.request = self.build([EMPTY_NOTE])
+            return
+        if self.caller.fall_back("empty reply"):
+            self.nudged = False
+            self.request = self.build([])
+            return
+        entry = self.caller.chain.active
+        what = "only reasoning" if verdict is Verdict.REASONING_ONLY else "an empty reply"
+        raise ProviderError(
+            f"the model returned {what} (no text, no tool call), also when asked again",
+            kind=ErrorKind.EMPTY_RESPONSE,
+            provider=entry.provider,
+            model=entry.model,
+        )
+
+    def _refusal(self, result: CallResult) -> ProviderError:
+        response = result.response
+        reason = response.refusal or response.text or "the model refused to answer"
+        return ProviderError(
+            reason,
+            kind=ErrorKind.REFUSAL,
+            provider=result.client.provider,
+            model=result.client.model,
+        )

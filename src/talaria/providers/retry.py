@@ -1,0 +1,92 @@
+"""What to do about a failed model call, and how long to wait before trying again.
+
+`ACTIONS` is the single table from failure kind to action; everything that reacts to a
+`ProviderError` (the caller, the response repair, the turn) looks its kind up here instead of
+keeping its own list. `RetryPolicy` is the one backoff schedule: the SDK clients are built with
+``max_retries=0`` so that retries happen in exactly one layer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from talaria.providers.errors import ErrorKind
+
+
+class Action(StrEnum):
+    RETRY = "retry"
+    """Try the same provider again after a backoff; fall back once the attempts run out."""
+    REFRESH = "refresh"
+    """Refresh the credential once and retry; fall back when no fresh key helps."""
+    COMPRESS = "compress"
+    """The prompt is too long for the window: compress the history, then retry."""
+    NUDGE = "nudge"
+    """The model answered with nothing: ask once more with a note, then fall back."""
+    FALLBACK = "fallback"
+    """Go straight to the next provider: asking this one again cannot help."""
+    FAIL = "fail"
+    """End the turn with the error's message: nothing on our side can fix it."""
+
+
+ACTIONS: dict[ErrorKind, Action] = {
+    ErrorKind.RATE_LIMIT: Action.RETRY,
+    ErrorKind.OVERLOADED: Action.RETRY,
+    ErrorKind.SERVER: Action.RETRY,
+    ErrorKind.CONNECTION: Action.RETRY,
+    ErrorKind.TIMEOUT: Action.RETRY,
+    ErrorKind.INVALID_RESPONSE: Action.RETRY,
+    ErrorKind.TRUNCATED: Action.RETRY,
+    ErrorKind.AUTH: Action.REFRESH,
+    ErrorKind.CONTEXT_OVERFLOW: Action.COMPRESS,
+    ErrorKind.EMPTY_RESPONSE: Action.NUDGE,
+    ErrorKind.REFUSAL: Action.FAIL,
+    ErrorKind.BAD_REQUEST: Action.FAIL,
+    ErrorKind.CONFIG: Action.FAIL,
+}
+
+
+def action_for(kind: ErrorKind) -> Action:
+    return ACTIONS.get(kind, Action.FAIL)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Jittered exponential backoff, capped, that defers to the server's Retry-After."""
+
+    max_attempts: int = 3
+    """Attempts per provider and call, the first one included."""
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+    rng: Callable[[], float] = field(default=random.random, compare=False, repr=False)
+    """The randomness seam (invariant 7): a float in [0, 1)."""
+
+    @classmethod
+    def from_config(cls, get: Callable[[str, Any], Any]) -> RetryPolicy:
+        """The policy from the ``retry.*`` keys (``get`` is `Config.get`)."""
+        return cls(
+            max_attempts=max(1, int(get("retry.max_attempts", 3))),
+            base_delay=max(0.0, float(get("retry.base_delay", 1.0))),
+            max_delay=max(0.0, float(get("retry.max_delay", 30.0))),
+        )
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+        "Equal jitter": half of the exponential step is fixed, half random, so clients that
+        failed together do not retry together, and no wait collapses to zero.
+        """
+        step = min(self.max_delay, self.base_delay * 2 ** max(0, attempt - 1))
+        return step / 2 + self.rng() * step / 2
+
+    def delay(self, attempt: int, retry_after: float | None) -> float | None:
+        """The wait before the next attempt; None when the provider asks for longer than
+        ``max_delay`` (waiting that long inside a turn is worse than falling back or failing)."""
+        if retry_after is None:
+            return self.backoff(attempt)
+        if retry_after > self.max_delay:
+            return None
+        return retry_after

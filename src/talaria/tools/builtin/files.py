@@ -1,0 +1,375 @@
+"""The file tools: read_file, write_file, patch and search_files.
+
+Paths resolve against the task's working directory (absolute paths are allowed). Writes are
+atomic (a temp file in the same directory, then os.replace) and writers to one path take turns
+(a per-path lock), so parallel tool calls never interleave or lose an edit. Whether a write
+needs approval is the executor's business: it asks `write_path_of` and `sensitive_paths`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from talaria.tools.base import Tool, ToolContext, ToolError
+
+DEFAULT_LIMIT = 500
+MAX_LINE_CHARS = 2_000
+MAX_DIFF_CHARS = 20_000
+_SNIFF_BYTES = 8_192
+MAX_MATCHES = 200
+MAX_MATCH_CHARS = 300
+_MAX_SEARCH_BYTES = 10_000_000
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})
+"""Besides hidden directories (.git, .venv ...): vendored code nobody means to search."""
+
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def resolve_path(raw: str, cwd: Path) -> Path:
+    """`raw` made absolute against `cwd`, with ~ expanded and .. folded (symlinks kept)."""
+    path = Path(os.path.expanduser(raw))
+    return Path(os.path.normpath(path if path.is_absolute() else cwd / path))
+
+
+def write_path_of(tool_name: str, args: Mapping[str, Any], cwd: Path) -> Path | None:
+    """The file a write_file/patch call would change, for the approval check before it runs."""
+    raw = args.get("path")
+    if tool_name not in ("write_file", "patch") or not isinstance(raw, str) or not raw:
+        return None
+    return resolve_path(raw, cwd)
+
+
+def path_lock(path: Path) -> threading.Lock:
+    """One lock per real file, so two names for the same file (a symlink) share it."""
+    key = Path(os.path.realpath(path))
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
+
+
+def _missing(path: Path) -> ToolError:
+    parent = path.parent
+    if not parent.is_dir():
+        return ToolError(f"{path} does not exist (nor does the directory {parent})")
+    names = [entry.name for entry in parent.iterdir()]
+    close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return ToolError(f"{path} does not exist.{hint}")
+
+
+def _existing_file(raw: str, cwd: Path) -> Path:
+    path = resolve_path(raw, cwd)
+    if not path.exists():
+        raise _missing(path)
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory; list it with search_files(target='files')")
+    return path
+
+
+def _refuse_binary(path: Path, head: bytes) -> None:
+    if b"\0" in head[:_SNIFF_BYTES]:
+        size = path.stat().st_size
+        raise ToolError(f"{path} is a binary file ({size} bytes); read_file only shows text")
+
+
+def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = DEFAULT_LIMIT) -> str:
+    """Lines `offset`.. (1-based) of a text file, numbered as "N|line"."""
+    if offset < 1 or limit < 1:
+        raise ToolError("offset and limit must be at least 1")
+    target = _existing_file(path, ctx.cwd)
+    shown: list[str] = []
+    total = 0
+    with open(target, "rb") as handle:
+        _refuse_binary(target, handle.read(_SNIFF_BYTES))
+        handle.seek(0)
+        for total, raw in enumerate(handle, start=1):
+            if offset <= total < offset + limit:
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if len(line) > MAX_LINE_CHARS:
+                    line = f"{line[:MAX_LINE_CHARS]}... [{len(line) - MAX_LINE_CHARS} chars cut]"
+                shown.append(f"{total}|{line}")
+    if total == 0:
+        return f"{target} is empty."
+    if offset > total:
+        raise ToolError(f"offset {offset} is past the end of {target} ({total} lines)")
+    last = offset + len(shown) - 1
+    if last < total:
+        footer = f"(lines {offset}-{last} of {total}; call read_file with offset={last + 1} " \
+                 "to read more)"
+    else:
+        footer = f"(lines {offset}-{last} of {total}; end of file)"
+    return "\n".join([*shown, footer])
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same directory and os.replace: readers never see half a
+    file, and an existing file keeps its permissions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def write_file(path: str, content: str, ctx: ToolContext) -> str:
+    """Create or overwrite a file with `content`."""
+    target = resolve_path(path, ctx.cwd)
+    if target.is_dir():
+        raise ToolError(f"{target} is a directory")
+    data = content.encode("utf-8")
+    with path_lock(target):
+        existed = target.exists()
+        _atomic_write(target, data)
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    verb = "Overwrote" if existed else "Created"
+    return f"{verb} {target}: {len(data)} bytes, {lines} lines."
+
+
+def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    _refuse_binary(path, data)
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def _closest(text: str, old: str) -> str:
+    """The lines of `text` most like `old`, numbered, to show where the model went wrong."""
+    lines = text.splitlines()
+    width = max(1, len(old.splitlines()))
+    windows = [
+        (start, "\n".join(lines[start : start + width]))
+        for start in range(max(1, len(lines) - width + 1))
+    ][:20_000]
+    if not windows or not old.strip():
+        return ""
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(old)
+    scored = []
+    for start, window in windows:
+        matcher.set_seq1(window)
+        scored.append((matcher.quick_ratio(), start, window))
+    best = max(sorted(scored, reverse=True)[:10],
+               key=lambda item: difflib.SequenceMatcher(None, item[2], old).ratio())
+    _, start, window = best
+    numbered = "\n".join(f"{start + 1 + i}|{line}" for i, line in enumerate(window.splitlines()))
+    return f"\nThe closest text in the file (lines {start + 1}-{start + width}):\n{numbered}"
+
+
+def _match_lines(text: str, old: str) -> list[int]:
+    return [text.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(old), text)]
+
+
+def patch(
+    path: str, old_string: str, new_string: str, ctx: ToolContext, replace_all: bool = False
+) -> str:
+    """Replace `old_string` with `new_string` (exactly once unless replace_all)."""
+    if not old_string:
+        raise ToolError("old_string is empty; use write_file to create or replace a whole file")
+    if old_string == new_string:
+        raise ToolError("old_string and new_string are the same; nothing to change")
+    target = _existing_file(path, ctx.cwd)
+    with path_lock(target):
+        text = _read_text(target)
+        count = text.count(old_string)
+        if count == 0:
+            raise ToolError(f"old_string was not found in {target}; it must match exactly, "
+                            f"including whitespace and indentation.{_closest(text, old_string)}")
+        if count > 1 and not replace_all:
+            where = ", ".join(map(str, _match_lines(text, old_string)[:10]))
+            raise ToolError(
+                f"old_string matches {count} places in {target} (lines {where}); include more "
+                "surrounding lines to make it unique, or pass replace_all=true"
+            )
+        updated = text.replace(old_string, new_string, -1 if replace_all else 1)
+        _atomic_write(target, updated.encode("utf-8", errors="surrogateescape"))
+    return f"Patched {target}: {count if replace_all else 1} replacement(s).\n" + _diff(
+        text, updated, target, ctx.cwd)
+
+
+def _diff(before: str, after: str, path: Path, cwd: Path) -> str:
+    name = os.path.relpath(path, cwd) if path.is_relative_to(cwd) else str(path)
+    diff = "".join(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=f"a/{name}", tofile=f"b/{name}",
+    ))
+    if len(diff) > MAX_DIFF_CHARS:
+        diff = diff[:MAX_DIFF_CHARS] + f"\n... [{len(diff) - MAX_DIFF_CHARS} chars of diff cut]"
+    return diff
+
+
+def _display(path: Path, cwd: Path) -> str:
+    return os.path.relpath(path, cwd) if path.is_relative_to(cwd) else str(path)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Files under `root` in a stable order, skipping hidden and vendored directories."""
+    if root.is_file():
+        yield root
+        return
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        for name in sorted(files):
+            yield Path(folder) / name
+
+
+def _grep_python(regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[str]:
+    found: list[str] = []
+    for file in _walk(root):
+        if ctx.interrupt.is_set() or len(found) > MAX_MATCHES:
+            break
+        try:
+            if file.stat().st_size > _MAX_SEARCH_BYTES:
+                continue
+            data = file.read_bytes()
+        except OSError:
+            continue
+        if b"\0" in data[:_SNIFF_BYTES]:
+            continue
+        shown = _display(file, ctx.cwd)
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+            if regex.search(line):
+                found.append(f"{shown}:{number}:{line[:MAX_MATCH_CHARS]}")
+    return found
+
+
+def _grep_rg(rg: str, pattern: str, root: Path, ctx: ToolContext) -> list[str]:
+    """ripgrep, read only as far as the cap (it respects .gitignore, which the fallback cannot)."""
+    command = [rg, "--line-number", "--no-heading", "--color", "never", "--max-columns",
+               str(MAX_MATCH_CHARS), "--max-columns-preview", "-e", pattern,
+               _display(root, ctx.cwd)]
+    proc = subprocess.Popen(command, cwd=ctx.cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    found: list[str] = []
+    for raw in proc.stdout:
+        found.append(raw.decode("utf-8", "replace").rstrip("\n").removeprefix("./"))
+        if len(found) > MAX_MATCHES or ctx.interrupt.is_set():
+            proc.kill()
+            break
+    errors = proc.stderr.read().decode("utf-8", "replace").strip()
+    if proc.wait() == 2 and not found:
+        raise ToolError(f"search failed: {errors}")
+    return found
+
+
+def _find_names(pattern: str, root: Path, ctx: ToolContext) -> list[str]:
+    """Files whose name (or, for a pattern with '/', relative path) matches a glob; a plain
+    word matches any name containing it."""
+    glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
+    found: list[str] = []
+    for file in _walk(root):
+        if ctx.interrupt.is_set() or len(found) > MAX_MATCHES:
+            break
+        subject = str(file.relative_to(root)) if "/" in glob else file.name
+        if fnmatch.fnmatch(subject.lower(), glob.lower()):
+            found.append(_display(file, ctx.cwd))
+    return found
+
+
+def search_files(pattern: str, ctx: ToolContext, path: str = ".", target: str = "content") -> str:
+    """Regex search in file contents, or a name search for files."""
+    root = resolve_path(path, ctx.cwd)
+    if not root.exists():
+        raise _missing(root)
+    if target == "files":
+        found = _find_names(pattern, root, ctx)
+    elif target == "content":
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+        rg = shutil.which("rg")
+        found = _grep_rg(rg, pattern, root, ctx) if rg else _grep_python(regex, root, ctx)
+    else:
+        raise ToolError(f"target must be 'content' or 'files', not {target!r}")
+    if not found:
+        return f"No matches for {pattern!r} in {_display(root, ctx.cwd)}."
+    if len(found) > MAX_MATCHES:
+        return "\n".join([*found[:MAX_MATCHES],
+                          f"(more than {MAX_MATCHES} matches; showing the first {MAX_MATCHES}. "
+                          "Narrow the pattern or the path.)"])
+    return "\n".join(found)
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}
+
+
+_PATH = {"type": "string", "description": "File path, relative to the working directory or "
+         "absolute."}
+
+READ_FILE_TOOL = Tool(
+    name="read_file",
+    description=(
+        "Read a text file. Returns numbered lines as 'N|text', at most `limit` lines "
+        f"(default {DEFAULT_LIMIT}) from line `offset` (1-based), and says how to read more."
+    ),
+    parameters=_schema({
+        "path": _PATH,
+        "offset": {"type": "integer", "description": "First line to show (1-based)."},
+        "limit": {"type": "integer", "description": "How many lines to show."},
+    }, ["path"]),
+    handler=read_file, toolset="file", context_param="ctx",
+)
+WRITE_FILE_TOOL = Tool(
+    name="write_file",
+    description="Create or overwrite a file with the given content (parent folders are "
+    "created). To change part of a file prefer patch.",
+    parameters=_schema({
+        "path": _PATH,
+        "content": {"type": "string", "description": "The complete new file content."},
+    }, ["path", "content"]),
+    handler=write_file, toolset="file", context_param="ctx",
+)
+PATCH_TOOL = Tool(
+    name="patch",
+    description=(
+        "Edit a file by replacing an exact string. old_string must match the file exactly "
+        "(whitespace included) and only once, unless replace_all is true; include enough "
+        "surrounding lines to make it unique. Returns a unified diff of the change."
+    ),
+    parameters=_schema({
+        "path": _PATH,
+        "old_string": {"type": "string", "description": "The exact text to replace."},
+        "new_string": {"type": "string", "description": "The text to put in its place."},
+        "replace_all": {"type": "boolean", "description": "Replace every occurrence."},
+    }, ["path", "old_string", "new_string"]),
+    handler=patch, toolset="file", context_param="ctx",
+)
+
+SEARCH_FILES_TOOL = Tool(
+    name="search_files",
+    description=(
+        "Search the working directory (or `path`). target='content' (default): regex search "
+        "in file contents, results as 'path:line:text'. target='files': find files by name "
+        "glob (e.g. '*.py', 'src/**/test_*.py'); a plain word matches names containing it. "
+        f"At most {MAX_MATCHES} results; hidden and vendored directories are skipped."
+    ),
+    parameters=_schema({
+        "pattern": {"type": "string", "description": "Regex (content) or name glob (files)."},
+        "path": {"type": "string", "description": "Directory or file to search (default '.')."},
+        "target": {"type": "string", "enum": ["content", "files"]},
+    }, ["pattern"]),
+    handler=search_files, toolset="file", context_param="ctx",
+)
+
+FILE_TOOLS = [READ_FILE_TOOL, WRITE_FILE_TOOL, PATCH_TOOL, SEARCH_FILES_TOOL]

@@ -1,0 +1,172 @@
+"""Background processes started with `terminal(background=true)`, and the `process` tool.
+
+Servers, watchers and long builds must not block a turn, but they must not outlive the agent
+either: each runs in its own process group with its output in a log file, belongs to the task
+that started it (a task sees and stops only its own), and every one still running is killed
+when the interpreter exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from talaria.tools.base import Tool, ToolContext, ToolError
+from talaria.tools.builtin.terminal import kill_group, shell_env
+
+LOG_TAIL = 10_000
+POLL_TAIL = 2_000
+
+
+@dataclass
+class BackgroundProcess:
+    id: str
+    command: str
+    task_id: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    started: float
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def status(self) -> str:
+        code = self.proc.poll()
+        runtime = time.monotonic() - self.started
+        state = "running" if code is None else f"exited with code {code}"
+        return f"{self.id} [{state}, {runtime:.0f} s] {self.command}"
+
+    def log_tail(self, limit: int) -> str:
+        try:
+            with open(self.log_path, "rb") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, size - limit))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return "(no output)"
+        if size > limit:
+            text = f"... [{size - limit} earlier bytes not shown] ...\n{text}"
+        return text or "(no output)"
+
+
+class ProcessRegistry:
+    """All background processes of this interpreter, grouped by the task that started them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._processes: dict[str, BackgroundProcess] = {}
+        self._ids = itertools.count(1)
+        self._log_dir: Path | None = None
+
+    def start(self, command: str, cwd: str, task_id: str) -> BackgroundProcess:
+        with self._lock:
+            process_id = f"bg{next(self._ids)}"
+            if self._log_dir is None:
+                self._log_dir = Path(tempfile.mkdtemp(prefix="talaria-processes-"))
+            log_path = self._log_dir / f"{process_id}.log"
+        with open(log_path, "wb") as log:
+            try:
+                proc = subprocess.Popen(
+                    ["bash", "-c", command],
+                    cwd=cwd,
+                    env=shell_env(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ToolError(f"could not start bash in {cwd}: {exc}") from None
+        started = BackgroundProcess(process_id, command, task_id, proc, log_path, time.monotonic())
+        with self._lock:
+            self._processes[process_id] = started
+        return started
+
+    def get(self, task_id: str, process_id: str | None) -> BackgroundProcess:
+        if not process_id:
+            raise ToolError("this action needs the id of a background process (e.g. 'bg1')")
+        with self._lock:
+            found = self._processes.get(process_id)
+        if found is None or found.task_id != task_id:
+            known = ", ".join(p.id for p in self.of_task(task_id)) or "none"
+            raise ToolError(f"no background process {process_id!r}; this task has: {known}")
+        return found
+
+    def of_task(self, task_id: str) -> list[BackgroundProcess]:
+        with self._lock:
+            return [p for p in self._processes.values() if p.task_id == task_id]
+
+    def kill(self, process: BackgroundProcess) -> str:
+        if process.proc.poll() is None:
+            kill_group(process.proc)
+        code = process.proc.wait()
+        return f"{process.id} stopped (exit code {code})."
+
+    def kill_task(self, task_id: str) -> None:
+        """Stop every background process a task started (call when the task ends)."""
+        for process in self.of_task(task_id):
+            self.kill(process)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            processes = list(self._processes.values())
+            log_dir, self._log_dir = self._log_dir, None
+        for process in processes:
+            self.kill(process)
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+
+
+REGISTRY = ProcessRegistry()
+atexit.register(REGISTRY.kill_all)
+
+
+def kill_task_processes(task_id: str) -> None:
+    """Stop the background processes of a finished task."""
+    REGISTRY.kill_task(task_id)
+
+
+def process(action: str, ctx: ToolContext, id: str | None = None) -> str:
+    """List, poll, read the log of, or kill a background process of this task."""
+    if action == "list":
+        processes = REGISTRY.of_task(ctx.task_id)
+        return "\n".join(p.status() for p in processes) or "No background processes."
+    target = REGISTRY.get(ctx.task_id, id)
+    if action == "poll":
+        return f"{target.status()}\nrecent output:\n{target.log_tail(POLL_TAIL)}"
+    if action == "log":
+        return target.log_tail(LOG_TAIL)
+    if action == "kill":
+        return REGISTRY.kill(target)
+    raise ToolError(f"unknown action {action!r}; use list, poll, log or kill")
+
+
+PROCESS_TOOL = Tool(
+    name="process",
+    description=(
+        "Manage background processes started with terminal(background=true): 'list' them, "
+        "'poll' one for its state and recent output, read its 'log', or 'kill' it and its "
+        "children."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["list", "poll", "log", "kill"]},
+            "id": {"type": "string", "description": "The process id, e.g. 'bg1'."},
+        },
+        "required": ["action"],
+        "additionalProperties": False,
+    },
+    handler=process,
+    toolset="terminal",
+    context_param="ctx",
+)

@@ -1,0 +1,238 @@
+"""The `terminal` tool: run one shell command and report what it printed and how it ended.
+
+Each command runs with `bash -c` in a session (process group) of its own, so a timeout or an
+interrupt can kill it and every child it started, not just the shell. Stdin is /dev/null and
+pagers/editors are disabled: nothing can sit waiting for a human who is not there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from talaria.tools.base import Tool, ToolContext, ToolError
+
+DEFAULT_TIMEOUT = 180.0
+MAX_TIMEOUT = 600.0
+KEEP_HEAD = 10_000
+KEEP_TAIL = 10_000
+POLL_INTERVAL = 0.05
+KILL_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL for a group that must stop."""
+DRAIN_GRACE = 1.0
+"""How long output may keep flowing after the shell exits (children still holding the pipe)."""
+
+
+def shell_env() -> dict[str, str]:
+    """The environment commands run with: the agent's own, minus anything interactive."""
+    env = dict(os.environ)
+    env.update(PAGER="cat", GIT_PAGER="cat", GIT_EDITOR="true")
+    return env
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> None:
+    """SIGTERM the process group led by `proc`, then SIGKILL whatever is alive after `grace`."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader so that it does not count as alive
+        if not group_alive(proc.pid):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def group_alive(pgid: int) -> bool:
+    """Is any process of the group still running? Zombies do not count: in a container the
+    init process may never reap them, and they hold nothing."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _has_live_member(pgid) if os.path.isdir("/proc") else True
+
+
+def _has_live_member(pgid: int) -> bool:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+class OutputBuffer:
+    """Keeps the first and last bytes of a stream of any size, and counts what it dropped."""
+
+    def __init__(self, head: int = KEEP_HEAD, tail: int = KEEP_TAIL) -> None:
+        self._head_limit, self._tail_limit = head, tail
+        self.head, self.tail = bytearray(), bytearray()
+        self.total = 0
+
+    def write(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > self._tail_limit:
+            del self.tail[: len(self.tail) - self._tail_limit]
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if cut <= 0:
+            return head + tail
+        return f"{head}\n\n... [{cut} bytes of output cut] ...\n\n{tail}"
+
+
+def _pump(stream: int, buffer: OutputBuffer) -> None:
+    while chunk := os.read(stream, 65536):
+        buffer.write(chunk)
+
+
+@dataclass(slots=True)
+class RunResult:
+    exit_code: int | None
+    output: str
+    stopped: str | None
+    """Why the command was killed ("timeout", "interrupt"), or None when it ended by itself."""
+    stragglers_killed: bool = False
+
+
+def run_command(command: str, cwd: str, timeout: float, interrupt: threading.Event) -> RunResult:
+    """Run `command` to completion, a timeout, or an interrupt (polled every 0.05 s)."""
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=cwd,
+            env=shell_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=write_end,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(read_end)
+        raise ToolError(f"could not start bash in {cwd}: {exc}") from None
+    finally:
+        os.close(write_end)
+    buffer = OutputBuffer()
+    reader = threading.Thread(target=_pump, args=(read_end, buffer), daemon=True)
+    reader.start()
+    stopped = _wait(proc, timeout, interrupt)
+    if stopped is not None:
+        kill_group(proc)
+    exit_code = proc.wait()
+    reader.join(DRAIN_GRACE)
+    stragglers = reader.is_alive()
+    if stragglers:
+        kill_group(proc, grace=0.2)
+        reader.join(KILL_GRACE)
+    if not reader.is_alive():
+        os.close(read_end)
+    return RunResult(exit_code, buffer.text(), stopped, stragglers)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, interrupt: threading.Event) -> str | None:
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        if interrupt.wait(POLL_INTERVAL):
+            return "interrupt"
+        if time.monotonic() >= deadline:
+            return "timeout"
+    return None
+
+
+def format_result(result: RunResult, timeout: float) -> str:
+    """The text the model reads: output first, then how the command ended."""
+    lines = [result.output.rstrip("\n") or "(no output)"]
+    if result.stopped == "timeout":
+        lines.append(f"[timed out after {timeout:g} s: the command and its child processes "
+                     "were killed]")
+    elif result.stopped == "interrupt":
+        lines.append("[interrupted by the user: the command and its child processes were killed]")
+    if result.stragglers_killed:
+        lines.append("[background processes it left running were stopped; use "
+                     "terminal(background=true) for long-running processes]")
+    lines.append(f"exit code: {result.exit_code}")
+    return "\n".join(lines)
+
+
+def _timeout(value: float | None) -> float:
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if value <= 0:
+        raise ToolError("timeout must be a positive number of seconds")
+    return min(float(value), MAX_TIMEOUT)
+
+
+def terminal(
+    command: str, ctx: ToolContext, timeout: float | None = None, background: bool = False
+) -> str:
+    """Run a shell command in the task's working directory."""
+    if not command.strip():
+        raise ToolError("command is empty")
+    if background:
+        from talaria.tools.builtin.processes import REGISTRY
+
+        started = REGISTRY.start(command, str(ctx.cwd), ctx.task_id)
+        return (f"Started in the background as {started.id} (pid {started.pid}). Check it with "
+                f"process(action='poll', id='{started.id}'); stop it with action='kill'.")
+    limit = _timeout(timeout)
+    return format_result(run_command(command, str(ctx.cwd), limit, ctx.interrupt), limit)
+
+
+TERMINAL_TOOL = Tool(
+    name="terminal",
+    description=(
+        "Run a shell command with bash in the working directory and return its combined "
+        "stdout/stderr and exit code. Stdin is closed, so interactive programs fail instead of "
+        "waiting: pass flags such as -y. Long output is cut in the middle. Default timeout "
+        f"{DEFAULT_TIMEOUT:g} s, at most {MAX_TIMEOUT:g} s. For servers and watchers set "
+        "background=true and manage them with the process tool."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command line to run with bash."},
+            "timeout": {
+                "type": "number",
+                "description": f"Seconds before the command is killed (default "
+                f"{DEFAULT_TIMEOUT:g}, max {MAX_TIMEOUT:g}).",
+            },
+            "background": {
+                "type": "boolean",
+                "description": "Start the command and return at once with a process id.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    handler=terminal,
+    toolset="terminal",
+    context_param="ctx",
+    check=lambda: shutil.which("bash") is not None,
+    timeout=MAX_TIMEOUT + 30,
+)

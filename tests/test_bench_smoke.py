@@ -1,0 +1,125 @@
+"""The benches must keep running as talaria changes: run their talaria side with tiny sizes.
+
+No timing is asserted (the machine's load decides those); what is asserted is that each bench
+drives talaria to the planned outcome and reports it, and degrades to a readable reason when
+the reference implementation is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(autouse=True)
+def bench_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Make bench/ importable and send results to a temporary directory."""
+    monkeypatch.syspath_prepend(str(BENCH_DIR))
+    common = importlib.import_module("common")
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path / "results")
+
+
+def bench(name: str) -> ModuleType:
+    return importlib.import_module(name)
+
+
+def results(tmp_path: Path, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((tmp_path / "results" / f"{name}.json").read_text())
+    return data
+
+
+@pytest.mark.parametrize("name", [
+    "common", "serve", "hermes_driver", "loop_overhead", "import_construct", "parallel_tools",
+    "persistence", "session_search", "run_all",
+])
+def test_every_bench_module_imports_without_side_effects(name: str) -> None:
+    before = Path.cwd()
+    module = bench(name)
+    assert module.__doc__
+    assert Path.cwd() == before
+
+
+def test_scripted_plan_follows_the_turn_and_honours_a_step_limit() -> None:
+    serve = bench("serve")
+    plan = [[["noop", {"n": 0}]], [["noop", {"n": 1}]]]
+    first = serve.step_for(plan, {"messages": [{"role": "user", "content": "go"}]})
+    assert [c.arguments for c in first.tool_calls] == [{"n": 0}]
+    later = {"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "tool", "content": "ok"},
+        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "tool", "content": "ok"},
+    ]}
+    assert serve.step_for(plan, later).text == "done"
+    cut = serve.step_for(plan, {"messages": [{"role": "user", "content": "steps=1"}]})
+    assert cut.text == "done" and not cut.tool_calls
+
+
+def test_tables_show_how_many_times_cheaper_talaria_is() -> None:
+    common = bench("common")
+    table = common.format_table("t", [
+        common.Row("step", 0.002, 0.1, 0.001),
+        common.Row("cold", 0.5, "unavailable", None, "s"),
+    ])
+    assert "50.0x" in table
+    assert "2 ms" in table and "100 ms" in table
+    assert "unavailable" in table and "0.5 s" in table
+
+
+def test_loop_bench_runs_talaria_through_every_planned_step(tmp_path: Path) -> None:
+    rows = bench("loop_overhead").run(steps=4, reps=1, sessions=2, reference=False)
+    assert [row.reference for row in rows] == ["skipped"] * len(rows)
+    assert all(isinstance(row.talaria, float) for row in rows)
+    saved = results(tmp_path, "loop_overhead")
+    turns = saved["notes"]["talaria turns"]
+    assert any("steps=4" in t and "api_calls=4 messages=8 final='done'" in t for t in turns)
+    assert any("steps=2" in t and "api_calls=2 messages=4 final='done'" in t for t in turns)
+
+
+def test_a_turn_that_stops_early_is_refused_not_reported() -> None:
+    common = bench("common")
+    with pytest.raises(RuntimeError, match="planned for 40 model calls made 5"):
+        common.check_turns("talaria", [{"steps": None, "api_calls": 5, "final": "gave up"}], 40)
+
+
+def test_parallel_bench_runs_the_three_tools_in_one_step(tmp_path: Path) -> None:
+    parallel = bench("parallel_tools")
+    rows = parallel.run(reps=1, reference=False)
+    assert isinstance(rows[0].talaria, float)
+    assert results(tmp_path, "parallel_tools")["notes"]["tools per step"] == 3
+
+
+def test_persistence_bench_reports_each_size_and_why_the_reference_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = bench("common")
+    monkeypatch.setattr(common, "HERMES_PYTHON", tmp_path / "no-venv" / "python")
+    rows = bench("persistence").run(appends=3, sizes=(10, 30), reference=True)
+    assert [row.metric for row in rows] == [
+        "append 1 message to a session of 10", "append 1 message to a session of 30"]
+    assert all(row.reference == "unavailable" for row in rows)
+    assert "setup_reference.sh" in results(tmp_path, "persistence")["notes"]["reference"]
+
+
+def test_session_search_bench_finds_what_a_bare_fts_index_finds(tmp_path: Path) -> None:
+    rows = bench("session_search").run(sessions=5, per_session=20, queries=6, reference=False)
+    assert len(rows) == 4
+    notes = results(tmp_path, "session_search")["notes"]
+    assert notes["messages"] == 100
+    assert notes["talaria"]["queries_with_hits"] >= notes["floor"]["queries_with_hits"] > 0
+
+
+def test_search_corpus_is_the_same_for_every_backend() -> None:
+    common = bench("common")
+    first = list(common.search_corpus(2, 3))
+    assert first == list(common.search_corpus(2, 3))
+    assert [m["role"] for m in first[0]] == ["user", "assistant", "user"]
+    assert len(first[0][0]["content"].split()) == 30

@@ -1,0 +1,192 @@
+"""Approvals, clarify and plugin guards as the model experiences them, through the real loop."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from talaria import Agent
+from talaria.testing import ScriptedProvider, calls, text
+
+
+@pytest.fixture
+def provider():
+    with ScriptedProvider() as server:
+        yield server
+
+
+def make_agent(server: ScriptedProvider, home: Path, **kwargs: Any) -> Agent:
+    kwargs.setdefault("toolsets", ["terminal"])
+    kwargs.setdefault("config", {"context.engine": "none"})
+    return Agent(model="scripted-model", base_url=server.openai_base_url, api_key="k",
+                 home=home, cwd=home, **kwargs)
+
+
+def results(agent_result: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in agent_result["messages"] if m["role"] == "tool"]
+
+
+def rm_step(target: Path):
+    return calls(("terminal", {"command": f"rm -rf {target}"}))
+
+
+@pytest.mark.parametrize("decision", ["once", "session", "always", "deny"])
+def test_approval_decisions(provider: ScriptedProvider, tmp_path: Path, decision: str) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    asked: list[Any] = []
+
+    def approve(request: Any) -> str:
+        asked.append(request)
+        return decision
+
+    provider.add(rm_step(first), text("one"), rm_step(second), text("two"))
+    with make_agent(provider, tmp_path, approval_callback=approve) as agent:
+        agent.run_conversation(user_message="delete first")
+        agent.run_conversation(user_message="delete second")
+
+    assert "rm" in asked[0].command and asked[0].reason
+    if decision == "deny":
+        assert first.exists() and second.exists()
+        assert len(asked) == 2
+    elif decision == "once":
+        assert not first.exists() and not second.exists()
+        assert len(asked) == 2, "a one-off approval must be asked again"
+    else:
+        assert not first.exists() and not second.exists()
+        assert len(asked) == 1, f"{decision} approval must cover the second command"
+    config_file = tmp_path / "config.yaml"
+    persisted = yaml.safe_load(config_file.read_text()) if config_file.exists() else {}
+    assert bool(persisted and persisted.get("command_allowlist")) == (decision == "always")
+
+
+def test_always_is_remembered_by_a_new_agent(provider: ScriptedProvider, tmp_path: Path) -> None:
+    target = tmp_path / "victim"
+    target.mkdir()
+    provider.add(rm_step(tmp_path / "nothing"), text("ok"), rm_step(target), text("done"))
+    with make_agent(provider, tmp_path, approval_callback=lambda request: "always") as agent:
+        agent.run_conversation(user_message="first")
+    with make_agent(provider, tmp_path) as headless:
+        result = headless.run_conversation(user_message="second")
+    assert not target.exists(), results(result)
+
+
+def test_hard_floor_is_blocked_even_in_yolo_mode(provider: ScriptedProvider, tmp_path: Path) -> None:
+    provider.add(calls(("terminal", {"command": "rm -rf /"})), text("refused"))
+    with make_agent(provider, tmp_path, config={"approvals.mode": "off",
+                                                "context.engine": "none"}) as agent:
+        result = agent.run_conversation(user_message="wipe")
+    (blocked,) = results(result)
+    assert blocked.startswith("BLOCKED")
+
+
+def test_clarify_reaches_the_callback_and_the_answer_reaches_the_model(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    questions: list[tuple[str, Any]] = []
+
+    def clarify(question: str, choices: list[str] | None) -> str:
+        questions.append((question, choices))
+        return "blue"
+
+    provider.add(calls(("clarify", {"question": "Which colour?", "choices": ["red", "blue"]})),
+                 text("blue it is"))
+    with make_agent(provider, tmp_path, toolsets=["clarify"], clarify_callback=clarify) as agent:
+        result = agent.run_conversation(user_message="paint it")
+    assert questions == [("Which colour?", ["red", "blue"])]
+    assert "blue" in results(result)[0]
+    assert "blue" in str(provider.requests[-1].body["messages"][-1])
+
+
+def test_clarify_is_not_offered_without_a_callback(provider: ScriptedProvider, tmp_path: Path) -> None:
+    provider.add(text("fine"))
+    with make_agent(provider, tmp_path, toolsets=None) as agent:
+        agent.run_conversation(user_message="hello")
+    offered = {t["function"]["name"] for t in provider.requests[0].body.get("tools", [])}
+    assert "clarify" not in offered
+    assert {"terminal", "read_file", "todo", "memory", "delegate_task"} <= offered
+
+
+def test_plugin_guard_can_block_and_rewrite(provider: ScriptedProvider, tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    class Guard:
+        @staticmethod
+        def register(bus: Any) -> None:
+            def pre(tool_name: str, arguments: dict[str, Any], **_: Any) -> Any:
+                if "forbidden" in arguments.get("command", ""):
+                    return {"block": "policy says no"}
+                if arguments.get("command") == "echo original":
+                    return {"arguments": {"command": "echo rewritten"}}
+                return None
+
+            bus.register("pre_tool_call", pre)
+            bus.register("post_tool_call", lambda **kw: seen.append(kw["result"]))
+
+    provider.add(
+        calls(("terminal", {"command": "echo forbidden"}), ("terminal", {"command": "echo original"})),
+        text("done"),
+    )
+    with make_agent(provider, tmp_path, plugins=[Guard]) as agent:
+        result = agent.run_conversation(user_message="go")
+    blocked, rewritten = results(result)
+    assert "policy says no" in blocked
+    assert "rewritten" in rewritten
+    assert len(seen) == 2
+
+
+def test_failing_guard_blocks_the_call(provider: ScriptedProvider, tmp_path: Path) -> None:
+    marker = tmp_path / "created"
+
+    def register(bus: Any) -> None:
+        def broken(**_: Any) -> None:
+            raise RuntimeError("guard crashed")
+
+        bus.register("pre_tool_call", broken)
+
+    provider.add(calls(("terminal", {"command": f"touch {marker}"})), text("done"))
+    with make_agent(provider, tmp_path, plugins=[register]) as agent:
+        result = agent.run_conversation(user_message="go")
+    assert "guard crashed" in results(result)[0]
+    assert not marker.exists()
+
+
+def test_interrupt_kills_a_running_command_and_its_children(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids"
+    command = f"sleep 30 & echo $! >> {pid_file}; sleep 30 & echo $! >> {pid_file}; wait"
+    provider.add(calls(("terminal", {"command": command})), text("next turn"))
+    with make_agent(provider, tmp_path, config={"approvals.mode": "off",
+                                                "context.engine": "none"}) as agent:
+        threading.Timer(1.0, agent.interrupt).start()
+        started = time.monotonic()
+        result = agent.run_conversation(user_message="sleep")
+        assert result["interrupted"]
+        assert time.monotonic() - started < 10
+        pids = [int(p) for p in pid_file.read_text().split()]
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in pids)
+        assert agent.run_conversation(user_message="again")["final_response"] == "next turn"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return False
+
