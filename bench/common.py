@@ -234,13 +234,17 @@ class Row:
 
 
 _SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6}
+_SMALLER = {"s": "ms", "ms": "us"}
 
 
 def _fmt(value: Cell, unit: str) -> str:
+    """Seconds in the row's unit, or a smaller one when the figure would read 0.00x."""
     if value is None:
         return "-"
     if isinstance(value, str):
         return value
+    while 0 < abs(value * _SCALE[unit]) < 0.1 and unit in _SMALLER:
+        unit = _SMALLER[unit]
     scaled = value * _SCALE[unit]
     return f"{scaled:.0f} {unit}" if abs(scaled) >= 100 else f"{scaled:.3g} {unit}"
 
@@ -258,13 +262,15 @@ def format_table(title: str, rows: Sequence[Row]) -> str:
             _fmt(row.floor, row.unit),
         ))
     widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
-    lines = [f"## {title}", "", _table_line(header, widths), _table_line(["-" * w for w in widths], widths)]
+    rule = ["-" * width for width in widths]
+    lines = [f"## {title}", "", _table_line(header, widths), _table_line(rule, widths)]
     lines += [_table_line(line, widths) for line in body]
     return "\n".join(lines)
 
 
 def _table_line(cells: Sequence[str], widths: Sequence[int]) -> str:
-    return "| " + " | ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)) + " |"
+    padded = (cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+    return "| " + " | ".join(padded) + " |"
 
 
 def write_results(name: str, rows: Sequence[Row], notes: dict[str, Any]) -> Path:

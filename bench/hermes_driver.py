@@ -150,9 +150,12 @@ def cmd_search(params: dict[str, Any]) -> dict[str, Any]:
     if batch:
         db.import_sessions(batch)
     fill = time.perf_counter() - start
+    queries = search_queries(int(params["queries"]))
+    for query in queries:  # one untimed pass: every side is timed with a warm page cache
+        db.search_messages(query, limit=10)
     samples = []
     hits = 0
-    for query in search_queries(int(params["queries"])):
+    for query in queries:
         start = time.perf_counter()
         found = db.search_messages(query, limit=10)
         samples.append(time.perf_counter() - start)

@@ -55,7 +55,8 @@ def floor_per_append(directory: Path, sizes: tuple[int, ...], appends: int) -> d
     conn = sqlite3.connect(directory / "floor.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("CREATE TABLE m (session TEXT, seq INTEGER, body TEXT, PRIMARY KEY (session, seq))")
+    conn.execute("CREATE TABLE m (session TEXT, seq INTEGER, body TEXT, "
+                 "PRIMARY KEY (session, seq))")
     insert = "INSERT INTO m VALUES (?, ?, ?)"
     result = {}
     for size in sizes:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from talaria.tools.command_safety import assess_command
 from talaria.tools.sensitive_paths import assess_file_write
@@ -149,3 +151,16 @@ def test_a_symlink_cannot_hide_a_sensitive_target(user_home: Path) -> None:
     link.symlink_to(user_home / ".bashrc")
     verdict = assess_file_write(link, home=user_home / ".talaria")
     assert verdict is not None and verdict.pattern == "write to shell startup file"
+
+
+_SHELLISH = st.text(
+    alphabet=st.sampled_from(list("rmf -/~$'\"\\`(){}[]|&;<>*?=:\n\tabcIFSHOME.ce0123")),
+    max_size=80,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_SHELLISH)
+def test_any_text_gets_a_verdict_never_an_exception(command: str) -> None:
+    verdict = assess_command(command)
+    assert verdict is None or (verdict.pattern and verdict.reason)

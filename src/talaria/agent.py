@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +24,6 @@ from talaria.tools.base import Tool
 if TYPE_CHECKING:
     from talaria.loop.runtime import Runtime
     from talaria.store.base import SessionStore
-
-
-def new_session_id() -> str:
-    return f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
 
 
 class Agent:
@@ -64,7 +58,7 @@ class Agent:
         self.source = source
         self.max_iterations = max_iterations or int(self.config.get("agent.max_turns", 90))
         self.stream = self.config.get("agent.stream", True) if stream is None else stream
-        self.session_id = session_id
+        self._session_ref = session_id
         self._model_args = dict(model=model, provider=provider, base_url=base_url,
                                 api_key=api_key, api_mode=api_mode)
         self._fallbacks: list[Any] = (fallback_providers if fallback_providers is not None
@@ -150,8 +144,42 @@ class Agent:
     def new_session(self) -> None:
         """Start a fresh session on the next turn (the old one stays in the store)."""
         self._end_session("new_session")
-        self.session_id = None
+        self._session_ref = None
         self._session = None
+
+    @property
+    def session_id(self) -> str | None:
+        """The current session (it changes when compression continues in a child session)."""
+        return self._session.id if self._session is not None else self._session_ref
+
+    @session_id.setter
+    def session_id(self, value: str | None) -> None:
+        """Name the session the next turn resumes or starts (id, title or 'latest')."""
+        if self._session is not None and value != self._session.id:
+            self._end_session("switched")
+            self._session = None
+        self._session_ref = value
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The tools this agent offers the model, by name, in the order the model sees them."""
+        return dict(self._ensure_runtime().tools)
+
+    def warm_up(self) -> None:
+        """Assemble everything the first turn needs now (SDK import, tools, store)."""
+        self._ensure_runtime()
+
+    def compress(self, focus: str | None = None) -> bool:
+        """Compress the current session's history now (False when there was nothing to do)."""
+        runtime, session = self._runtime, self._session
+        if runtime is None or session is None or not session.history:
+            return False
+        if runtime.context_engine is None:
+            raise ValueError("compression is turned off (compression.enabled: false)")
+        coro = runtime.context_engine.compress(runtime, session, None, focus=focus)
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return bool(self._loop.run_until_complete(coro))
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -203,7 +231,6 @@ class Agent:
 
         if self._session is None:
             self._session = open_session(self, runtime, system_message)
-            self.session_id = self._session.id
             self.hooks.emit("on_session_start", session_id=self._session.id)
         elif system_message is not None:
             self._session.system_prompt = system_message

@@ -346,7 +346,7 @@ class Chat:
 
         try:
             self._refresh_titles()
-            self.agent._ensure_runtime()
+            self.agent.warm_up()
         except Exception:
             log.debug("warm-up failed; the first turn will report it", exc_info=True)
 
@@ -469,28 +469,17 @@ class Chat:
         return f"{spec.label} · {spec.base_url}", None
 
     def tools(self) -> dict[str, Tool]:
-        """The enabled tools. The Agent has no public accessor yet, so this assembles its
-        runtime the way its first turn would."""
-        return dict(self.agent._ensure_runtime().tools)
+        return self.agent.tools
 
     def compress(self, focus: str | None) -> tuple[int, int] | None:
-        """Compress now: (messages before, after), or None when there is nothing to compress.
-        Goes through the agent's context engine (no public Agent method for it yet)."""
-        agent = self.agent
-        runtime, session, loop = agent._runtime, agent._session, agent._loop
-        if runtime is None or session is None or loop is None or not session.history:
-            return None
-        if runtime.context_engine is None:
-            raise ValueError("compression is turned off (compression.enabled: false)")
-        before = len(session.history)
+        """Compress now: (messages before, after), or None when there is nothing to compress."""
+        before = len(self.agent.messages)
         self.renderer.begin_turn()
         try:
-            changed = loop.run_until_complete(
-                runtime.context_engine.compress(runtime, session, None, focus=focus))
+            changed = self.agent.compress(focus)
         finally:
             self.renderer.abort_turn()
-        agent.session_id = session.id
-        return (before, len(session.history)) if changed else None
+        return (before, len(self.agent.messages)) if changed else None
 
     def submit(self, text: str) -> None:
         self._enqueue(lambda: self._turn(text))

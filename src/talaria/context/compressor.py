@@ -197,7 +197,7 @@ class Compressor(ContextEngine):
     ) -> str:
         """Start the child session holding the compressed history and swap it into the live
         handle, which the loop and the agent keep using."""
-        from talaria.agent import new_session_id
+        from talaria.loop.session import new_session_id
 
         new_id = new_session_id()
         store = session.store

@@ -177,7 +177,7 @@ def _load_plugins(agent: Agent) -> None:
 def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> SessionHandle:
     """Resume the named session if the store has it, else start one (with that name)."""
     store = agent.store
-    session_id = agent.session_id
+    session_id = agent._session_ref
     if session_id:
         session_id = _resolve_existing(store, session_id)
     info = store.get_session(session_id) if session_id else None
@@ -189,7 +189,7 @@ def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> 
         if todos:
             runtime.services.todos = type(runtime.services.todos).from_json(todos)
         return handle
-    from talaria.agent import new_session_id
+    from talaria.loop.session import new_session_id
 
     new_id = session_id or new_session_id()
     prompt = system_message or _system_prompt(agent, runtime)

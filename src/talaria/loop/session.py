@@ -6,13 +6,20 @@ so the loop never makes a model call with an unsaved message behind it.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from talaria.store.base import SessionStore
 
 Message = dict[str, Any]
+
+
+def new_session_id() -> str:
+    """Sortable by creation time, unique without coordination."""
+    return f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
 
 
 @dataclass

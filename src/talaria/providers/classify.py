@@ -103,6 +103,9 @@ def classify_exception(
     )
 
 
+_HONOURS_RETRY_AFTER = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.SERVER})
+
+
 def classify_http(
     status: int | None,
     body: Any,
@@ -125,7 +128,7 @@ def classify_http(
         _one_line(message or default_message or f"HTTP {status}"),
         kind=kind,
         status=status,
-        retry_after=retry_after(headers) if kind is ErrorKind.RATE_LIMIT else None,
+        retry_after=retry_after(headers) if kind in _HONOURS_RETRY_AFTER else None,
         provider=provider,
         model=model,
         body=body,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -118,6 +119,13 @@ def _protected(target: str, cwd: str | None) -> bool:
     return any(c in path for c in "*?[") and any(fnmatch.fnmatch(p, path) for p in protected)
 
 
+def _top_level(target: str, cwd: str | None) -> bool:
+    """The root, the home, or a top-level system directory such as /etc (not /var/log)."""
+    path = os.path.normpath(os.path.join(cwd or "", os.path.expanduser(target)))
+    home = os.path.normpath(os.path.expanduser("~"))
+    return path in ("/", home) or (path.count("/") == 1 and path in _PROTECTED_DIRS)
+
+
 def _cd(argv: list[Arg], sc: Scanner) -> list[Finding]:
     """Follow `cd` so that `cd / && rm -rf *` is seen for what it is."""
     target = (operands(argv[1:]) or [Arg("~")])[0]
@@ -164,10 +172,33 @@ def _shell(argv: list[Arg], sc: Scanner) -> list[Finding]:
     return found
 
 
+_RUNS_SHELL = re.compile(r"\b(system|popen|subprocess|spawn\w*|exec\w*|check_output|check_call)\b")
+_STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+_LIST_LITERAL = re.compile(r"\[([^\]]*)\]")
+_RMTREE = re.compile(r"\brmtree\s*\(\s*(?:r?['\"]([^'\"]*)['\"]|(os\.path\.expanduser|Path\.home))")
+
+
+def _inline_code(code: Arg, sc: Scanner) -> list[Finding]:
+    """`python -c CODE`: shell commands in its strings when it runs a shell, and rmtree."""
+    found = [FETCHED_CODE] if code.fetched else []
+    if _RUNS_SHELL.search(code):
+        for m in _STRING_LITERAL.finditer(code):
+            found += sc.nested(m.group(1) if m.group(1) is not None else m.group(2))
+        for m in _LIST_LITERAL.finditer(code):  # subprocess.run(["rm", "-rf", "/"])
+            words = [a or b for a, b in _STRING_LITERAL.findall(m.group(1))]
+            found += sc.nested(shlex.join(words)) if words else []
+    for m in _RMTREE.finditer(code):
+        if m.group(2) or _protected(m.group(1), sc.cwd):
+            found.append(Finding("deletes the root, a system or a home directory", "rm -r /", True))
+        else:
+            found.append(Finding("deletes files recursively", "rm -r"))
+    return found
+
+
 def _interpreter(argv: list[Arg], sc: Scanner) -> list[Finding]:
     for i, a in enumerate(argv[1:], 1):
         if a in ("-c", "-e", "-E", "-r"):
-            return [FETCHED_CODE] if i + 1 < len(argv) and argv[i + 1].fetched else []
+            return _inline_code(argv[i + 1], sc) if i + 1 < len(argv) else []
         if a == "-m":
             module = argv[i + 1 :]
             return _packages(module, sc) if module[:1] == ["pip"] else []
@@ -209,7 +240,11 @@ def _ssh(argv: list[Arg], sc: Scanner) -> list[Finding]:
 
 
 def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """-delete and -exec rm below the root or a system directory are the hard floor."""
     found, i = [], 1
+    while i < len(argv) and not argv[i].startswith(("-", "(", "!")):
+        i += 1
+    whole_system = any(_top_level(start, sc.cwd) for start in argv[1:i])
     while i < len(argv):
         if argv[i] == "-delete":
             found.append(Finding("deletes every file find matches", "find -delete"))
@@ -217,9 +252,14 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
             end = i + 1
             while end < len(argv) and argv[end] not in (";", "+"):
                 end += 1
-            found += sc.check(argv[i + 1 : end])
+            inner = argv[i + 1 : end]
+            found += sc.check(inner)
+            if inner and program_name(inner[0]) in ("rm", "shred"):
+                found.append(Finding("deletes every file find matches", "find -delete"))
             i = end
         i += 1
+    if whole_system and found:
+        return [Finding("deletes files across a system directory", "find / -delete", True)]
     return found
 
 

@@ -35,12 +35,12 @@ MAX_DEPTH = 8
 _KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!",
                        "{", "}", "esac"})
 _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly"})
-_BRACE_LIST = re.compile(r"\{([^{}\s]*,[^{}\s]*)\}")
-_FORK_BOMB_DEF = re.compile(
-    r"(?:function\s+)?([^\s(){};|&<>]{1,64})\s*\(\s*\)\s*\{([^}]{0,256})\}"
-    r"|function\s+([^\s(){};|&<>]{1,64})\s*\{([^}]{0,256})\}"
-)
-"""Bounded repeats keep this linear on long input; a fork bomb is short."""
+_BRACE_LIST = re.compile(r"([^{}]*)\{([^{}\s]*,[^{}\s]*)\}(.*)")
+_MAX_BRACE_WORDS = 64
+_FUNCTION_BODY = re.compile(r"\(\s*\)\s*\{([^}]{0,256})\}|\bfunction\s+(\S{1,64})\s*\{([^}]{0,256})\}")
+_FUNCTION_NAME = re.compile(r"([^\s(){};|&<>]{1,64})\s*$")
+"""A function definition is found by its `() {` (or `function`), then its name is read
+backwards: anchoring on the cheap part keeps the scan linear on long input."""
 _FORK_LOOP = re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(?:True|1)\s*\)?\s*:?\s*os\.fork\(\)")
 _FETCHERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
 _DECODERS = frozenset({"base64", "base32", "xxd", "openssl", "uudecode", "gpg"})
@@ -68,6 +68,19 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "watch": (frozenset({"-n", "--interval"}), 0),
     "unbuffer": (frozenset(), 0),
 }
+
+
+def _expand_braces(text: str) -> list[str]:
+    """`{rm,-rf,/}` -> rm -rf /, `/{etc,usr}` -> /etc /usr (bounded, like bash's order)."""
+    words, done = [text], list[str]()
+    while words and len(done) + len(words) <= _MAX_BRACE_WORDS:
+        word = words.pop(0)
+        m = _BRACE_LIST.fullmatch(word)
+        if m is None:
+            done.append(word)
+            continue
+        words[:0] = [m.group(1) + item + m.group(3) for item in m.group(2).split(",")]
+    return done + words
 
 
 def _is_assignment(arg: str) -> bool:
@@ -169,10 +182,9 @@ class Scanner:
 
     def expand(self, word: Word) -> list[Arg]:
         """The fields bash would produce from `word` (unknown values stay as `${NAME}`)."""
-        if len(word.parts) == 1 and word.parts[0].kind == "lit" and not word.parts[0].quoted:
-            brace = _BRACE_LIST.fullmatch(word.parts[0].text)
-            if brace is not None:
-                return [Arg(item) for item in brace.group(1).split(",") if item]
+        first = word.parts[0] if len(word.parts) == 1 else None
+        if first and first.kind == "lit" and not first.quoted and _BRACE_LIST.fullmatch(first.text):
+            return [Arg(w) for w in _expand_braces(first.text) if w]
         fields: list[str] = []
         current, fetched, quoted = "", False, False
         for part in word.parts:
@@ -284,10 +296,15 @@ def reads_program_from_stdin(argv: list[Arg]) -> bool:
 
 
 def _fork_bomb(src: str) -> list[Finding]:
-    for m in _FORK_BOMB_DEF.finditer(src):
-        name = re.escape(m.group(1) or m.group(3))
-        body = (m.group(2) if m.group(1) else m.group(4)) or ""
-        if re.search(rf"(^|[\s;&|]){name}\s*[|&]\s*{name}", body):
+    """`:(){ :|:& };:` and friends: a function that pipes or backgrounds itself."""
+    for m in _FUNCTION_BODY.finditer(src):
+        if m.group(2):
+            name, body = m.group(2), m.group(3)
+        else:
+            before = _FUNCTION_NAME.search(src, max(0, m.start() - 80), m.start())
+            name, body = (before.group(1) if before else ""), m.group(1)
+        name = re.escape(name)
+        if name and re.search(rf"(^|[\s;&|]){name}\s*[|&]\s*{name}", body):
             return [Finding("a fork bomb exhausts the machine", "fork bomb", blocked=True)]
     if _FORK_LOOP.search(src):
         return [Finding("a fork bomb exhausts the machine", "fork bomb", blocked=True)]
