@@ -65,7 +65,23 @@ def _timed_turns(url: str, reps: int, lengths: list[int | None]) -> list[dict[st
 
 
 def cmd_loop(params: dict[str, Any]) -> dict[str, Any]:
-    return {"turns": _timed_turns(params["url"], int(params["reps"]), params["lengths"])}
+    """Also counts the messages the agents stored in the reference's session database, so the
+    notes show whether its figures include persistence as talaria's do."""
+    turns = _timed_turns(params["url"], int(params["reps"]), params["lengths"])
+    return {"turns": turns, "stored_messages": _stored_messages(Path(params["home"]))}
+
+
+def _stored_messages(home: Path) -> int:
+    import sqlite3
+
+    path = home / "state.db"
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if "messages" not in tables:
+            return 0
+        return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
 
 
 def cmd_concurrent(params: dict[str, Any]) -> dict[str, Any]:
@@ -177,10 +193,12 @@ COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 def main() -> None:
     command, params = sys.argv[1], json.loads(sys.argv[2])
-    params["home"] = tempfile.mkdtemp(prefix="bench-hermes-")
-    os.environ["HERMES_HOME"] = params["home"]
-    os.chdir(params["home"])
-    answer = COMMANDS[command](params)
+    with tempfile.TemporaryDirectory(prefix="bench-hermes-", ignore_cleanup_errors=True) as home:
+        params["home"] = home
+        os.environ["HERMES_HOME"] = home
+        os.chdir(home)
+        answer = COMMANDS[command](params)
+        os.chdir(tempfile.gettempdir())
     sys.stdout.write("\n" + json.dumps(answer) + "\n")
 
 

@@ -155,12 +155,14 @@ def whole_turn_step(turns: list[dict[str, Any]], steps: int) -> float:
 def _reference(url: str, steps: int, reps: int, sessions: int,
                notes: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, float | None]:
     try:
-        turns = run_reference("loop", url=url, reps=reps, lengths=[steps, SHORT])["turns"]
+        answer = run_reference("loop", url=url, reps=reps, lengths=[steps, SHORT])
+        turns = answer["turns"]
         together = run_reference("concurrent", url=url, sessions=sessions)["seconds"]
     except ReferenceUnavailable as exc:
         notes["reference"] = str(exc)
         return None, None
     check_turns("reference", turns, steps)
+    notes["messages the reference stored in its session database"] = answer["stored_messages"]
     notes["reference turns"] = [_summary(t) for t in turns]
     return turns, together
 
@@ -176,6 +178,7 @@ def run(steps: int = 40, reps: int = 5, ref_reps: int = 3, sessions: int = 4,
         together = talaria_concurrent(provider.url, sessions)
         ref_turns, ref_together = (_reference(provider.url, steps, ref_reps, sessions, notes)
                                    if reference else (None, None))
+    notes["requests the provider served"] = provider.stats.get("requests")
     check_turns("talaria", turns, steps)
     notes["talaria turns"] = [_summary(t) for t in turns]
     floor_step = marginal_step(floor, steps)

@@ -29,12 +29,17 @@ ASK = [{"role": "system", "content": "Title this chat."}, {"role": "user", "cont
 
 
 def make_runtime(
-    tmp_path: Path, main: Any, config: dict[str, Any] | None = None,
+    tmp_path: Path,
+    main: Any,
+    config: dict[str, Any] | None = None,
     events: list[Event] | None = None,
 ) -> Runtime:
     """A runtime whose only model is ``main`` (a ScriptedModel or a ProviderSpec)."""
-    entry = (ChainEntry(spec=None, fixed_client=main) if hasattr(main, "complete")
-             else ChainEntry(spec=main))
+    entry = (
+        ChainEntry(spec=None, fixed_client=main)
+        if hasattr(main, "complete")
+        else ChainEntry(spec=main)
+    )
     hooks = HookBus()
     events = [] if events is None else events
     return Runtime(
@@ -78,8 +83,17 @@ async def test_a_configured_auxiliary_model_answers_instead_of_the_main_one(
 ) -> None:
     server.add(text("summary from the cheap model"))
     main = ScriptedModel([])
-    rt = make_runtime(tmp_path, main, {"auxiliary.compression": {
-        "model": "cheap-model", "base_url": server.openai_base_url, "api_key": "k"}})
+    rt = make_runtime(
+        tmp_path,
+        main,
+        {
+            "auxiliary.compression": {
+                "model": "cheap-model",
+                "base_url": server.openai_base_url,
+                "api_key": "k",
+            }
+        },
+    )
     response = await side_call(rt, "compression", ASK)
     assert response.text == "summary from the cheap model"
     assert server.requests[0].body["model"] == "cheap-model"
@@ -91,8 +105,14 @@ async def test_a_model_only_entry_runs_on_the_main_endpoint(
     tmp_path: Path, server: ScriptedProvider
 ) -> None:
     server.add(text("ok"))
-    main = resolve_spec(model="big-model", provider=None, base_url=server.openai_base_url,
-                        api_key="k", api_mode=None, env={})
+    main = resolve_spec(
+        model="big-model",
+        provider=None,
+        base_url=server.openai_base_url,
+        api_key="k",
+        api_mode=None,
+        env={},
+    )
     rt = make_runtime(tmp_path, main, {"auxiliary.title.model": "small-model"})
     assert (await side_call(rt, "title", ASK)).text == "ok"
     assert server.requests[0].body["model"] == "small-model"
@@ -106,10 +126,21 @@ async def test_failures_walk_the_auxiliary_chain_then_the_main_model(
     server.add(Fail(500, "primary aux is down"), Fail(429, "fallback aux is busy"))
     main = ScriptedModel([text("the main model's answer")])
     events: list[Event] = []
-    rt = make_runtime(tmp_path, main, events=events, config={"auxiliary.vision": {
-        "model": "aux-a", "base_url": server.openai_base_url, "api_key": "k",
-        "fallback": [{"model": "aux-b", "base_url": server.openai_base_url, "api_key": "k"}],
-    }})
+    rt = make_runtime(
+        tmp_path,
+        main,
+        events=events,
+        config={
+            "auxiliary.vision": {
+                "model": "aux-a",
+                "base_url": server.openai_base_url,
+                "api_key": "k",
+                "fallback": [
+                    {"model": "aux-b", "base_url": server.openai_base_url, "api_key": "k"}
+                ],
+            }
+        },
+    )
     response = await side_call(rt, "vision", ASK)
     assert response.text == "the main model's answer"
     assert [r.body["model"] for r in server.requests] == ["aux-a", "aux-b"]

@@ -35,10 +35,20 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("name", [
-    "common", "serve", "hermes_driver", "loop_overhead", "import_construct", "parallel_tools",
-    "persistence", "session_search", "run_all",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "common",
+        "serve",
+        "hermes_driver",
+        "loop_overhead",
+        "import_construct",
+        "parallel_tools",
+        "persistence",
+        "session_search",
+        "run_all",
+    ],
+)
 def test_every_bench_module_imports_without_side_effects(name: str) -> None:
     before = Path.cwd()
     module = bench(name)
@@ -51,13 +61,15 @@ def test_scripted_plan_follows_the_turn_and_honours_a_step_limit() -> None:
     plan = [[["noop", {"n": 0}]], [["noop", {"n": 1}]]]
     first = serve.step_for(plan, {"messages": [{"role": "user", "content": "go"}]})
     assert [c.arguments for c in first.tool_calls] == [{"n": 0}]
-    later = {"messages": [
-        {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": []},
-        {"role": "tool", "content": "ok"},
-        {"role": "assistant", "content": None, "tool_calls": []},
-        {"role": "tool", "content": "ok"},
-    ]}
+    later = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": []},
+            {"role": "tool", "content": "ok"},
+            {"role": "assistant", "content": None, "tool_calls": []},
+            {"role": "tool", "content": "ok"},
+        ]
+    }
     assert serve.step_for(plan, later).text == "done"
     cut = serve.step_for(plan, {"messages": [{"role": "user", "content": "steps=1"}]})
     assert cut.text == "done" and not cut.tool_calls
@@ -65,10 +77,13 @@ def test_scripted_plan_follows_the_turn_and_honours_a_step_limit() -> None:
 
 def test_tables_show_how_many_times_cheaper_talaria_is() -> None:
     common = bench("common")
-    table = common.format_table("t", [
-        common.Row("step", 0.002, 0.1, 0.001),
-        common.Row("cold", 0.5, "unavailable", None, "s"),
-    ])
+    table = common.format_table(
+        "t",
+        [
+            common.Row("step", 0.002, 0.1, 0.001),
+            common.Row("cold", 0.5, "unavailable", None, "s"),
+        ],
+    )
     assert "50.0x" in table
     assert "2 ms" in table and "100 ms" in table
     assert "unavailable" in table and "0.5 s" in table
@@ -104,7 +119,9 @@ def test_persistence_bench_reports_each_size_and_why_the_reference_is_missing(
     monkeypatch.setattr(common, "HERMES_PYTHON", tmp_path / "no-venv" / "python")
     rows = bench("persistence").run(appends=3, sizes=(10, 30), reference=True)
     assert [row.metric for row in rows] == [
-        "append 1 message to a session of 10", "append 1 message to a session of 30"]
+        "append 1 message to a session of 10",
+        "append 1 message to a session of 30",
+    ]
     assert all(row.reference == "unavailable" for row in rows)
     assert "setup_reference.sh" in results(tmp_path, "persistence")["notes"]["reference"]
 

@@ -26,9 +26,17 @@ from talaria.testing.server import ScriptedProvider
 
 CONVERSATION = [
     {"role": "user", "content": "List the files"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function",
-         "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "terminal", "arguments": '{"command": "ls"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": "a.py\n```weird```"},
     {"role": "assistant", "content": "There is **a.py**."},
 ]
@@ -37,12 +45,12 @@ CONVERSATION = [
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     with SQLiteSessionStore(tmp_path / "state.db") as store:
-        store.create_session("20250101_120000_aaaaaa", model="m1", provider="custom",
-                             title="files")
+        store.create_session("20250101_120000_aaaaaa", model="m1", provider="custom", title="files")
         store.append_messages("20250101_120000_aaaaaa", list(enumerate(CONVERSATION)))
         store.create_session("20250102_120000_bbbbbb", model="m1")
-        store.append_messages("20250102_120000_bbbbbb",
-                              [(0, {"role": "user", "content": "Second session here"})])
+        store.append_messages(
+            "20250102_120000_bbbbbb", [(0, {"role": "user", "content": "Second session here"})]
+        )
     return tmp_path
 
 
@@ -62,8 +70,11 @@ def test_sessions_list_shows_one_aligned_row_per_session(home, capsys):
     assert [row.split()[0] for row in rows] == ["20250102_120000_bbbbbb", "20250101_120000_aaaaaa"]
     assert "files" in rows[1] and "List the files" in rows[1]
     assert len({line.index("FIRST MESSAGE") for line in [header]}) == 1
-    assert rows[0].index("Second session") == rows[1].index("List the files") == header.index(
-        "FIRST MESSAGE")
+    assert (
+        rows[0].index("Second session")
+        == rows[1].index("List the files")
+        == header.index("FIRST MESSAGE")
+    )
 
 
 def test_sessions_show_prints_the_transcript(home, capsys):
@@ -84,8 +95,9 @@ def test_sessions_export_jsonl_round_trips_the_messages(home, capsys):
 
 
 def test_sessions_export_markdown_fences_tool_output_safely(home, capsys):
-    code, out, _ = run(capsys, "sessions", "export", "files", "--format", "markdown",
-                       "--home", str(home))
+    code, out, _ = run(
+        capsys, "sessions", "export", "files", "--format", "markdown", "--home", str(home)
+    )
     assert code == 0
     assert out.startswith("# files\n")
     assert "## Tool result (`terminal`)\n\n````\na.py\n```weird```\n````" in out
@@ -128,8 +140,9 @@ def test_config_set_refuses_unknown_keys_with_a_suggestion(tmp_path, capsys):
     code, _, err = run(capsys, "config", "set", "modle.default", "x", "--home", str(tmp_path))
     assert code == 2 and "did you mean model.default" in err
     assert not (tmp_path / "config.yaml").exists()
-    code, _, _ = run(capsys, "config", "set", "auxiliary.title.model", "small",
-                     "--home", str(tmp_path))
+    code, _, _ = run(
+        capsys, "config", "set", "auxiliary.title.model", "small", "--home", str(tmp_path)
+    )
     assert code == 0
 
 
@@ -149,8 +162,15 @@ def test_config_show_masks_keys_and_path_prints_the_file(tmp_path, capsys):
 def test_doctor_reports_a_reachable_model_and_exits_0(tmp_path, capsys):
     with ScriptedProvider() as server:
         run(capsys, "config", "set", "model.default", "scripted-model", "--home", str(tmp_path))
-        run(capsys, "config", "set", "model.base_url", server.openai_base_url,
-            "--home", str(tmp_path))
+        run(
+            capsys,
+            "config",
+            "set",
+            "model.base_url",
+            server.openai_base_url,
+            "--home",
+            str(tmp_path),
+        )
         code, out, _ = run(capsys, "doctor", "--home", str(tmp_path))
     assert code == 0
     lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
@@ -178,7 +198,8 @@ def test_local_servers_are_detected_in_parallel_with_their_models():
         port = int(server.url.rsplit(":", 1)[1])
         found = detect_local_servers([("Nothing", 9), ("Scripted", port)], timeout=0.3)
     assert [(s.name, s.base_url, s.models) for s in found] == [
-        ("Scripted", f"http://127.0.0.1:{port}/v1", ["local-llama"])]
+        ("Scripted", f"http://127.0.0.1:{port}/v1", ["local-llama"])
+    ]
 
 
 def test_guidance_names_the_ways_to_configure_a_model():
@@ -194,8 +215,13 @@ def test_choosing_a_detected_server_saves_it_to_the_config(tmp_path):
         base_url = server.openai_base_url
         args = argparse.Namespace(model=None, base_url=None, api_key=None)
         said: list[str] = []
-        assert ensure_model(args, Config.load(tmp_path), ask=lambda _: "", say=said.append,
-                            detect=lambda: detect_local_servers([("Scripted", port)]))
+        assert ensure_model(
+            args,
+            Config.load(tmp_path),
+            ask=lambda _: "",
+            say=said.append,
+            detect=lambda: detect_local_servers([("Scripted", port)]),
+        )
     assert args.model == "local-llama" and args.base_url == base_url
     saved = Config.load(tmp_path)
     assert saved.get("model.default") == "local-llama"
@@ -204,13 +230,20 @@ def test_choosing_a_detected_server_saves_it_to_the_config(tmp_path):
 
 
 def test_declining_the_offer_starts_nothing_and_saves_nothing(tmp_path):
-    servers = [LocalServer("Ollama", "http://127.0.0.1:11434/v1", ["llama3"]),
-               LocalServer("vLLM", "http://127.0.0.1:8000/v1", ["qwen"])]
+    servers = [
+        LocalServer("Ollama", "http://127.0.0.1:11434/v1", ["llama3"]),
+        LocalServer("vLLM", "http://127.0.0.1:8000/v1", ["qwen"]),
+    ]
     assert offer_local_server(servers, ask=lambda _: "", say=lambda _: None) is None
     assert offer_local_server(servers, ask=lambda _: "2", say=lambda _: None) == servers[1]
     args = argparse.Namespace(model=None, base_url=None, api_key=None)
-    assert not ensure_model(args, Config.load(tmp_path), ask=lambda _: "n", say=lambda _: None,
-                            detect=lambda: servers[:1])
+    assert not ensure_model(
+        args,
+        Config.load(tmp_path),
+        ask=lambda _: "n",
+        say=lambda _: None,
+        detect=lambda: servers[:1],
+    )
     assert args.model is None and not (tmp_path / "config.yaml").exists()
 
 
@@ -222,9 +255,11 @@ def test_a_base_url_without_a_model_takes_the_first_listed_model(tmp_path):
 
 
 def test_version_loads_none_of_the_heavy_libraries():
-    code = ("import sys\nfrom talaria.cli.main import main\ntry:\n    main(['--version'])\n"
-            "except SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('rich', 'prompt_toolkit', 'openai', 'anthropic', 'yaml')"
-            " if m in sys.modules))")
+    code = (
+        "import sys\nfrom talaria.cli.main import main\ntry:\n    main(['--version'])\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('rich', 'prompt_toolkit', 'openai', 'anthropic', 'yaml')"
+        " if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["talaria 0.1.0", "[]"]

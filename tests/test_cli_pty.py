@@ -27,7 +27,9 @@ from talaria.testing.server import ScriptedProvider
 
 TALARIA = str(Path(sys.executable).with_name("talaria"))
 TIMEOUT = 20.0
-ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>()][0-9A-B]?")
+ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>()][0-9A-B]?"
+)
 CPR_REQUEST = "\x1b[6n"
 
 
@@ -61,11 +63,23 @@ class Terminal:
     """A program in a pty; `expect` waits for text on the screen, escape codes removed."""
 
     def __init__(self, args: list[str], home: Path, cwd: Path) -> None:
-        env = {**os.environ, "TALARIA_HOME": str(home), "TERM": "xterm-256color",
-               "COLUMNS": "80", "LINES": "30"}
+        env = {
+            **os.environ,
+            "TALARIA_HOME": str(home),
+            "TERM": "xterm-256color",
+            "COLUMNS": "80",
+            "LINES": "30",
+        }
         env.pop("NO_COLOR", None)
-        self.child = pexpect.spawn(TALARIA, args, env=env, cwd=str(cwd), dimensions=(30, 80),
-                                   encoding="utf-8", codec_errors="replace")
+        self.child = pexpect.spawn(
+            TALARIA,
+            args,
+            env=env,
+            cwd=str(cwd),
+            dimensions=(30, 80),
+            encoding="utf-8",
+            codec_errors="replace",
+        )
         self.raw = ""
         self.mark = 0
 
@@ -91,13 +105,16 @@ class Terminal:
                 self.mark = found + len(needle)
                 return
             if time.monotonic() > deadline:
-                raise AssertionError(f"{needle!r} not on screen after {timeout}s; screen "
-                                     f"since last match:\n{self.text[self.mark:][-3000:]}")
+                raise AssertionError(
+                    f"{needle!r} not on screen after {timeout}s; screen "
+                    f"since last match:\n{self.text[self.mark :][-3000:]}"
+                )
             try:
                 self._read(0.05)
             except pexpect.EOF:
-                raise AssertionError(f"program ended before {needle!r}:\n"
-                                     f"{self.text[-3000:]}") from None
+                raise AssertionError(
+                    f"program ended before {needle!r}:\n{self.text[-3000:]}"
+                ) from None
 
     def settle(self) -> None:
         """Wait for the input line to be redrawn after the last output: from then on the
@@ -140,9 +157,22 @@ def chat(provider: ScriptedProvider, tmp_path: Path) -> Iterator[Any]:
     started: list[Terminal] = []
 
     def start(*extra: str, toolsets: str = "") -> Terminal:
-        terminal = Terminal(["chat", "-m", "scripted-model", "--base-url",
-                             provider.openai_base_url, "--api-key", "k", "--toolsets", toolsets,
-                             *extra], tmp_path / "home", tmp_path)
+        terminal = Terminal(
+            [
+                "chat",
+                "-m",
+                "scripted-model",
+                "--base-url",
+                provider.openai_base_url,
+                "--api-key",
+                "k",
+                "--toolsets",
+                toolsets,
+                *extra,
+            ],
+            tmp_path / "home",
+            tmp_path,
+        )
         started.append(terminal)
         terminal.expect("/help for commands")
         return terminal
@@ -153,9 +183,17 @@ def chat(provider: ScriptedProvider, tmp_path: Path) -> Iterator[Any]:
 
 
 def test_a_streamed_answer_appears_with_its_usage_footer(provider, chat):
-    answer_with(provider, {"hello": Reply(text="Streaming **works** fine.", chunk_delay=0.03,
-                                          chunk_size=4, usage={"input_tokens": 1500,
-                                                               "output_tokens": 12})})
+    answer_with(
+        provider,
+        {
+            "hello": Reply(
+                text="Streaming **works** fine.",
+                chunk_delay=0.03,
+                chunk_size=4,
+                usage={"input_tokens": 1500, "output_tokens": 12},
+            )
+        },
+    )
     terminal = chat()
     terminal.send("hello there")
     terminal.expect("› hello there")
@@ -167,8 +205,10 @@ def test_a_streamed_answer_appears_with_its_usage_footer(provider, chat):
 
 
 def test_a_tool_call_shows_its_progress_line(provider, chat, tmp_path):
-    answer_with(provider, {"list": Reply(tool_calls=[
-        ScriptedCall("terminal", {"command": "echo hello-from-tool"})])})
+    answer_with(
+        provider,
+        {"list": Reply(tool_calls=[ScriptedCall("terminal", {"command": "echo hello-from-tool"})])},
+    )
     terminal = chat(toolsets="terminal")
     terminal.send("list it")
     terminal.expect("✓ terminal echo hello-from-tool")
@@ -180,8 +220,10 @@ def test_a_tool_call_shows_its_progress_line(provider, chat, tmp_path):
 def test_an_approval_accepts_once_and_the_command_runs(provider, chat, tmp_path):
     (tmp_path / "build").mkdir()
     (tmp_path / "build" / "out.o").write_text("x")
-    answer_with(provider, {"clean": Reply(tool_calls=[
-        ScriptedCall("terminal", {"command": "rm -rf build"})])})
+    answer_with(
+        provider,
+        {"clean": Reply(tool_calls=[ScriptedCall("terminal", {"command": "rm -rf build"})])},
+    )
     terminal = chat(toolsets="terminal")
     terminal.send("clean up")
     terminal.expect("needs your approval")
@@ -195,8 +237,9 @@ def test_an_approval_accepts_once_and_the_command_runs(provider, chat, tmp_path)
 
 
 def test_ctrl_c_interrupts_a_slow_call_and_the_next_question_works(provider, chat):
-    answer_with(provider, {"slow": Reply(text="too late", delay=30),
-                           "quick": Reply(text="quick answer")})
+    answer_with(
+        provider, {"slow": Reply(text="too late", delay=30), "quick": Reply(text="quick answer")}
+    )
     terminal = chat()
     terminal.send("be slow")
     terminal.expect("thinking")
@@ -219,8 +262,10 @@ def test_ctrl_c_interrupts_a_slow_call_and_the_next_question_works(provider, cha
 
 
 def test_resume_reloads_a_past_session(provider, chat):
-    answer_with(provider, {"pets": Reply(text="Noted: a cat named Miso."),
-                           "name": Reply(text="Your cat is Miso.")})
+    answer_with(
+        provider,
+        {"pets": Reply(text="Noted: a cat named Miso."), "name": Reply(text="Your cat is Miso.")},
+    )
     first = chat()
     first.send("remember my pets")
     first.expect("Noted: a cat named Miso.")
@@ -241,7 +286,9 @@ def test_resume_reloads_a_past_session(provider, chat):
     second.expect("Your cat is Miso.")
     sent = provider.requests[-1].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"][-2:] == [
-        "remember my pets", "what is my cat's name?"]
+        "remember my pets",
+        "what is my cat's name?",
+    ]
     second.assert_clean()
     second.send("/quit")
     assert second.wait_exit() == 0
@@ -263,11 +310,29 @@ def test_unknown_commands_suggest_the_closest(chat):
 # ---- one shot: exact stdout, stderr and exit codes (no terminal) -------------------------
 
 
-def oneshot(provider: ScriptedProvider, home: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def oneshot(
+    provider: ScriptedProvider, home: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TALARIA_HOME": str(home)}
-    return subprocess.run([TALARIA, "chat", "-m", "scripted-model", "--base-url",
-                           provider.openai_base_url, "--api-key", "k", "--toolsets", "", *extra],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [
+            TALARIA,
+            "chat",
+            "-m",
+            "scripted-model",
+            "--base-url",
+            provider.openai_base_url,
+            "--api-key",
+            "k",
+            "--toolsets",
+            "",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_query_prints_only_the_answer(provider, tmp_path):
@@ -296,7 +361,8 @@ def test_query_failures_exit_2_with_one_line_on_stderr(provider, tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("talaria: ")
     env = {**os.environ, "TALARIA_HOME": str(tmp_path / "empty")}
     env.pop("TALARIA_MODEL", None)
-    unconfigured = subprocess.run([TALARIA, "chat", "-q", "hello"], capture_output=True,
-                                  text=True, env=env, timeout=60)
+    unconfigured = subprocess.run(
+        [TALARIA, "chat", "-q", "hello"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert unconfigured.returncode == 2 and unconfigured.stdout == ""
     assert "no model configured" in unconfigured.stderr

@@ -29,17 +29,26 @@ def build_history(turns: list[tuple[list[int], bool]], pending_user: bool) -> li
         history.append({"role": "user", "content": f"request {number}"})
         for size in rounds:
             call_ids = [f"call_{next(ids)}" for _ in range(size)]
-            history.append({
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {"id": cid, "type": "function",
-                     "function": {"name": "read_file", "arguments": json.dumps({"path": cid})}}
-                    for cid in call_ids
-                ],
-            })
-            history += [{"role": "tool", "tool_call_id": cid, "content": f"out {cid}"}
-                        for cid in call_ids]
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {
+                                "name": "read_file",
+                                "arguments": json.dumps({"path": cid}),
+                            },
+                        }
+                        for cid in call_ids
+                    ],
+                }
+            )
+            history += [
+                {"role": "tool", "tool_call_id": cid, "content": f"out {cid}"} for cid in call_ids
+            ]
         if answered or not rounds:
             history.append({"role": "assistant", "content": f"answer {number}"})
     if pending_user:

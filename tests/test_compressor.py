@@ -43,8 +43,11 @@ class Setup:
         self.events: list[Event] = []
         self.store = SQLiteSessionStore(tmp_path / "state.db")
         settings = {"model.context_length": 2000, "compression.protect_last_n": 4, **config}
-        entry = (ChainEntry(spec=None, fixed_client=model) if hasattr(model, "complete")
-                 else ChainEntry(spec=model))
+        entry = (
+            ChainEntry(spec=None, fixed_client=model)
+            if hasattr(model, "complete")
+            else ChainEntry(spec=model)
+        )
         hooks = HookBus()
         self.rt = Runtime(
             config=Config.load(tmp_path, overrides=settings, env={}),
@@ -59,8 +62,9 @@ class Setup:
             max_iterations=10,
             services=AgentServices(store=self.store, session_id="parent", todos=TodoList()),
         )
-        self.store.create_session("parent", source="cli", model="scripted-model",
-                                  system_prompt=SYSTEM, cwd=str(tmp_path))
+        self.store.create_session(
+            "parent", source="cli", model="scripted-model", system_prompt=SYSTEM, cwd=str(tmp_path)
+        )
         self.session = SessionHandle("parent", self.store, SYSTEM)
         self.engine = Compressor(self.rt.config, self.rt)
 
@@ -73,14 +77,29 @@ def conversation(turns: int, size: int = 400) -> list[dict[str, Any]]:
     history: list[dict[str, Any]] = []
     for number in range(turns):
         history.append({"role": "user", "content": f"question {number}: " + "why " * (size // 4)})
-        history.append({
-            "role": "assistant", "content": None,
-            "tool_calls": [{"id": f"call_{number}", "type": "function",
-                            "function": {"name": "read_file",
-                                         "arguments": f'{{"path": "f{number}.py"}}'}}],
-        })
-        history.append({"role": "tool", "tool_call_id": f"call_{number}",
-                        "content": f"contents of f{number}.py " + "x = 1\n" * (size // 6)})
+        history.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{number}",
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": f'{{"path": "f{number}.py"}}',
+                        },
+                    }
+                ],
+            }
+        )
+        history.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{number}",
+                "content": f"contents of f{number}.py " + "x = 1\n" * (size // 6),
+            }
+        )
         history.append({"role": "assistant", "content": f"answer {number}: " + "ok " * (size // 3)})
     return history
 
@@ -107,8 +126,9 @@ async def test_past_the_threshold_the_middle_becomes_a_summary_in_a_child_sessio
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
     history = conversation(6)
     setup.session.append(*history)
-    setup.rt.services.todos.apply([{"id": "1", "content": "patch the parser",
-                                    "status": "in_progress"}])
+    setup.rt.services.todos.apply(
+        [{"id": "1", "content": "patch the parser", "status": "in_progress"}]
+    )
 
     await setup.engine.before_request(setup.rt, setup.session, object())
 
@@ -282,8 +302,14 @@ async def test_an_interrupt_during_the_summary_changes_nothing(tmp_path: Path) -
 
 async def test_the_window_comes_from_the_endpoint_when_not_configured(tmp_path: Path) -> None:
     with ScriptedProvider(context_length=4321) as server:
-        spec = resolve_spec(model="scripted-model", provider=None, base_url=server.openai_base_url,
-                            api_key="k", api_mode=None, env={})
+        spec = resolve_spec(
+            model="scripted-model",
+            provider=None,
+            base_url=server.openai_base_url,
+            api_key="k",
+            api_mode=None,
+            env={},
+        )
         setup = Setup(tmp_path, spec, **{"model.context_length": None})
         assert await setup.engine.window(setup.rt) == 4321
         configured = Setup(tmp_path / "other", spec, **{"model.context_length": 9999})
@@ -300,21 +326,33 @@ def test_end_to_end_through_the_agent(tmp_path: Path) -> None:
             return Reply(text=SUMMARY)
         last = body["messages"][-1]
         if last["role"] == "user" and "plan" in str(last["content"]):
-            return call("todo", {"todos": [{"id": "1", "content": "write the report",
-                                            "status": "in_progress"}]})
+            return call(
+                "todo",
+                {"todos": [{"id": "1", "content": "write the report", "status": "in_progress"}]},
+            )
         return Reply(text="noted: " + "detail " * 60)
 
     with ScriptedProvider(script=Script(fallback=step)) as server:
-        with Agent(model="scripted-model", base_url=server.openai_base_url, api_key="k",
-                   toolsets=[], tools=[TODO_TOOL], home=tmp_path, cwd=tmp_path,
-                   config={"model.context_length": 2000, "compression.protect_last_n": 4}) as agent:
+        with Agent(
+            model="scripted-model",
+            base_url=server.openai_base_url,
+            api_key="k",
+            toolsets=[],
+            tools=[TODO_TOOL],
+            home=tmp_path,
+            cwd=tmp_path,
+            config={"model.context_length": 2000, "compression.protect_last_n": 4},
+        ) as agent:
             first = agent.run_conversation("make a plan: " + "context " * 100)
             parent = first["session_id"]
             for number in range(6):
                 result = agent.run_conversation(f"turn {number}: " + "more words " * 80)
             assert result["completed"]
-            summary_requests = [r for r in server.requests
-                                if "compress the middle" in str(r.body["messages"][0]["content"])]
+            summary_requests = [
+                r
+                for r in server.requests
+                if "compress the middle" in str(r.body["messages"][0]["content"])
+            ]
             assert summary_requests
             after = server.requests[server.requests.index(summary_requests[0]) + 1].body
             contents = [str(m.get("content")) for m in after["messages"]]

@@ -36,9 +36,15 @@ def routed(router: Any) -> ScriptedProvider:
 
 
 def make_parent(server: ScriptedProvider, home: Path, **config: Any) -> Agent:
-    return Agent(model="scripted-model", base_url=server.openai_base_url, api_key="k",
-                 home=home, cwd=home, clarify_callback=lambda q, c: "x",
-                 config={"context.engine": "none", **config})
+    return Agent(
+        model="scripted-model",
+        base_url=server.openai_base_url,
+        api_key="k",
+        home=home,
+        cwd=home,
+        clarify_callback=lambda q, c: "x",
+        config={"context.engine": "none", **config},
+    )
 
 
 def test_child_sees_only_its_goal_and_no_banned_tools(tmp_path: Path) -> None:
@@ -80,16 +86,21 @@ def test_three_children_one_hanging_give_three_terminal_statuses(tmp_path: Path)
             return text(f"finished: {user.splitlines()[1]}")
         if any(m["role"] == "tool" for m in body["messages"]):
             return text("all children reported")
-        return calls(("delegate_task", {"tasks": [
-            {"goal": "alpha"}, {"goal": "hang forever"}, {"goal": "gamma"}]}))
+        return calls(
+            (
+                "delegate_task",
+                {"tasks": [{"goal": "alpha"}, {"goal": "hang forever"}, {"goal": "gamma"}]},
+            )
+        )
 
-    with routed(script) as provider, make_parent(provider, tmp_path,
-                                                  **{"delegation.timeout": 3}) as parent:
+    with (
+        routed(script) as provider,
+        make_parent(provider, tmp_path, **{"delegation.timeout": 3}) as parent,
+    ):
         started = time.monotonic()
         result = parent.run_conversation(user_message="fan out")
         elapsed = time.monotonic() - started
     statuses = [(r["goal"], r["status"]) for r in _delegate_results(result)]
-    assert statuses == [("alpha", "completed"), ("hang forever", "timeout"),
-                        ("gamma", "completed")]
+    assert statuses == [("alpha", "completed"), ("hang forever", "timeout"), ("gamma", "completed")]
     assert elapsed < 15
     assert result["final_response"] == "all children reported"

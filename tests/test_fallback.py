@@ -52,17 +52,28 @@ def url(server: ScriptedProvider, mode: str) -> str:
     return server.anthropic_base_url if mode == "anthropic_messages" else server.openai_base_url
 
 
-def agent_for(server: ScriptedProvider, home: Path, mode: str = "chat_completions",
-              **kwargs: Any) -> Agent:
+def agent_for(
+    server: ScriptedProvider, home: Path, mode: str = "chat_completions", **kwargs: Any
+) -> Agent:
     config = {**FAST, **kwargs.pop("config", {})}
-    return Agent(model="scripted-model", base_url=url(server, mode), api_key="old-key",
-                 api_mode=mode, home=home, cwd=home, tools=[add], toolsets=[], config=config,
-                 **kwargs)
+    return Agent(
+        model="scripted-model",
+        base_url=url(server, mode),
+        api_key="old-key",
+        api_mode=mode,
+        home=home,
+        cwd=home,
+        tools=[add],
+        toolsets=[],
+        config=config,
+        **kwargs,
+    )
 
 
 def keys_sent(server: ScriptedProvider) -> list[str]:
-    return [r.headers.get("authorization") or r.headers.get("x-api-key") or ""
-            for r in server.requests]
+    return [
+        r.headers.get("authorization") or r.headers.get("x-api-key") or "" for r in server.requests
+    ]
 
 
 # ---- where a fresh key comes from ------------------------------------------------------
@@ -87,8 +98,9 @@ def test_a_broken_source_is_skipped() -> None:
     def broken() -> str:
         raise RuntimeError("vault unreachable")
 
-    source = CredentialSource(refresh=broken, command="exit 3",
-                              env=lambda: {"OPENAI_API_KEY": "k2"})
+    source = CredentialSource(
+        refresh=broken, command="exit 3", env=lambda: {"OPENAI_API_KEY": "k2"}
+    )
     assert source.fresh_key(SPEC) == "k2"
 
 
@@ -148,8 +160,12 @@ def test_a_fallback_refreshes_its_own_key(
 ) -> None:
     provider.add(Fail(500), Fail(500), Fail(500))
     backup.add(Fail(401), text("backup answered"))
-    fallback = {"model": "backup-model", "base_url": backup.openai_base_url,
-                "api_key": "stale", "api_key_command": "echo backup-fresh"}
+    fallback = {
+        "model": "backup-model",
+        "base_url": backup.openai_base_url,
+        "api_key": "stale",
+        "api_key_command": "echo backup-fresh",
+    }
     with agent_for(provider, tmp_path, fallback_providers=[fallback]) as agent:
         result = agent.run_conversation(user_message="hi")
     assert result["final_response"] == "backup answered"
@@ -161,10 +177,24 @@ def test_fallbacks_from_the_config_file_in_order(
     provider: ScriptedProvider, backup: ScriptedProvider, tmp_path: Path
 ) -> None:
     with ScriptedProvider() as second:
-        (tmp_path / "config.yaml").write_text(yaml.safe_dump({"fallback_providers": [
-            {"model": "backup-model", "base_url": backup.openai_base_url, "api_key": "k"},
-            {"model": "second-model", "base_url": second.openai_base_url, "api_key": "k"},
-        ]}))
+        (tmp_path / "config.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "fallback_providers": [
+                        {
+                            "model": "backup-model",
+                            "base_url": backup.openai_base_url,
+                            "api_key": "k",
+                        },
+                        {
+                            "model": "second-model",
+                            "base_url": second.openai_base_url,
+                            "api_key": "k",
+                        },
+                    ]
+                }
+            )
+        )
         provider.add(Fail(529), Fail(529), Fail(529))
         backup.add(Fail(503), Fail(503), Fail(503))
         second.add(text("third time lucky"))
@@ -189,16 +219,22 @@ def test_each_turn_starts_on_the_primary(
     assert provider.invalid_requests == [] and backup.invalid_requests == []
 
 
-@pytest.mark.parametrize(("primary_mode", "fallback_mode"),
-                         [(a, b) for a in MODES for b in MODES if a != b])
+@pytest.mark.parametrize(
+    ("primary_mode", "fallback_mode"), [(a, b) for a in MODES for b in MODES if a != b]
+)
 def test_falling_back_to_another_api_mode_sends_a_valid_history(
     provider: ScriptedProvider, tmp_path: Path, primary_mode: str, fallback_mode: str
 ) -> None:
-    thinking = Reply(reasoning="I should add these.",
-                     tool_calls=[ScriptedCall("add", {"a": 2, "b": 3})])
+    thinking = Reply(
+        reasoning="I should add these.", tool_calls=[ScriptedCall("add", {"a": 2, "b": 3})]
+    )
     provider.add(thinking, Fail(500), Fail(500), Fail(500), text("five"))
-    fallback = {"model": "other-model", "base_url": url(provider, fallback_mode), "api_key": "k",
-                "api_mode": fallback_mode}
+    fallback = {
+        "model": "other-model",
+        "base_url": url(provider, fallback_mode),
+        "api_key": "k",
+        "api_mode": fallback_mode,
+    }
     with agent_for(provider, tmp_path, primary_mode, fallback_providers=[fallback]) as agent:
         result = agent.run_conversation(user_message="2+3?")
     assert result["final_response"] == "five"
@@ -269,10 +305,29 @@ def run_cli(
     (home / "config.yaml").write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARS and not k.startswith("TALARIA")}
     return subprocess.run(
-        [sys.executable, "-m", "talaria.cli.main", "chat", "-q", "hi", "--toolsets", "",
-         "--base-url", server.openai_base_url, "--api-key", "k", "--model", "m",
-         "--home", str(home)],
-        capture_output=True, text=True, timeout=60, env=env, check=False,
+        [
+            sys.executable,
+            "-m",
+            "talaria.cli.main",
+            "chat",
+            "-q",
+            "hi",
+            "--toolsets",
+            "",
+            "--base-url",
+            server.openai_base_url,
+            "--api-key",
+            "k",
+            "--model",
+            "m",
+            "--home",
+            str(home),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
     )
 
 
@@ -281,9 +336,12 @@ def test_cli_exits_2_with_one_line_when_every_provider_fails(
 ) -> None:
     provider.add(Fail(500), Fail(500), Fail(500))
     backup.add(Fail(429), Fail(429), Fail(429))
-    config = {"retry": {"base_delay": 0.01},
-              "fallback_providers": [{"model": "backup-model", "api_key": "k",
-                                      "base_url": backup.openai_base_url}]}
+    config = {
+        "retry": {"base_delay": 0.01},
+        "fallback_providers": [
+            {"model": "backup-model", "api_key": "k", "base_url": backup.openai_base_url}
+        ],
+    }
     done = run_cli(provider, tmp_path / "home", config)
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""

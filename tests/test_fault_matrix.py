@@ -76,63 +76,173 @@ def fails(status: int, times: int, **kwargs: Any) -> list[Step]:
 
 CASES = [
     Case("429 retried", [Fail(429), text("ok")], "ok", requests=2),
-    Case("429 exhausted falls back", fails(429, 3), "from backup", requests=3,
-         backup=[text("from backup")], backup_requests=1),
-    Case("429 exhausted fails", fails(429, 3), None, "failed:rate_limit", "rate_limit",
-         requests=3),
-    Case("429 asking too long a wait falls back at once",
-         [Fail(429, headers={"Retry-After": "120"})], "from backup", requests=1,
-         backup=[text("from backup")], backup_requests=1),
+    Case(
+        "429 exhausted falls back",
+        fails(429, 3),
+        "from backup",
+        requests=3,
+        backup=[text("from backup")],
+        backup_requests=1,
+    ),
+    Case("429 exhausted fails", fails(429, 3), None, "failed:rate_limit", "rate_limit", requests=3),
+    Case(
+        "429 asking too long a wait falls back at once",
+        [Fail(429, headers={"Retry-After": "120"})],
+        "from backup",
+        requests=1,
+        backup=[text("from backup")],
+        backup_requests=1,
+    ),
     Case("500 retried", [Fail(500), text("ok")], "ok", requests=2),
     Case("502 retried", [Fail(502), text("ok")], "ok", requests=2),
     Case("503 retried", [Fail(503), text("ok")], "ok", requests=2),
     Case("529 retried", [Fail(529), text("ok")], "ok", requests=2),
-    Case("5xx exhausted falls back", [Fail(500), Fail(503), Fail(529)], "from backup",
-         requests=3, backup=[text("from backup")], backup_requests=1),
-    Case("one attempt means one request", fails(500, 1), None, "failed:server_error",
-         "server_error", requests=1, config={"retry.max_attempts": 1}),
-    Case("401 refreshed", [Fail(401), text("ok")], "ok", requests=2,
-         config={"model.api_key_refresh": lambda: "fresh-key"}),
-    Case("401 falls back", [Fail(401)], "from backup", requests=1,
-         backup=[text("from backup")], backup_requests=1),
-    Case("403 refreshed once then falls back", fails(403, 2), "from backup", requests=2,
-         backup=[text("from backup")], backup_requests=1,
-         config={"model.api_key_refresh": lambda: "fresh-key"}),
+    Case(
+        "5xx exhausted falls back",
+        [Fail(500), Fail(503), Fail(529)],
+        "from backup",
+        requests=3,
+        backup=[text("from backup")],
+        backup_requests=1,
+    ),
+    Case(
+        "one attempt means one request",
+        fails(500, 1),
+        None,
+        "failed:server_error",
+        "server_error",
+        requests=1,
+        config={"retry.max_attempts": 1},
+    ),
+    Case(
+        "401 refreshed",
+        [Fail(401), text("ok")],
+        "ok",
+        requests=2,
+        config={"model.api_key_refresh": lambda: "fresh-key"},
+    ),
+    Case(
+        "401 falls back",
+        [Fail(401)],
+        "from backup",
+        requests=1,
+        backup=[text("from backup")],
+        backup_requests=1,
+    ),
+    Case(
+        "403 refreshed once then falls back",
+        fails(403, 2),
+        "from backup",
+        requests=2,
+        backup=[text("from backup")],
+        backup_requests=1,
+        config={"model.api_key_refresh": lambda: "fresh-key"},
+    ),
     Case("401 fails", [Fail(401)], None, "failed:auth", "auth", requests=1),
-    Case("reset before the stream", [Drop(Reply(text="lost"), after_chunks=0), text("ok")],
-         "ok", requests=2),
-    Case("reset mid-stream", [Drop(Reply(text=STREAMED, chunk_size=4), after_chunks=6),
-                              text("ok")], "ok", requests=2, notice_has="discarded"),
-    Case("stalled stream", [Stall(Reply(text=STREAMED, chunk_size=4), after_chunks=6,
-                                  seconds=10), text("ok")], "ok", requests=2,
-         notice_has="discarded"),
-    Case("no first byte", [Stall(Reply(text="late"), after_chunks=0, seconds=10), text("ok")],
-         "ok", requests=2, config={"model.first_byte_timeout": 0.5}),
-    Case("stalls exhausted fail", [Stall(Reply(text="x"), after_chunks=0, seconds=10)] * 2,
-         None, "failed:timeout", "first_byte_timeout", requests=2,
-         config={"model.first_byte_timeout": 0.5, "retry.max_attempts": 2}),
+    Case(
+        "reset before the stream",
+        [Drop(Reply(text="lost"), after_chunks=0), text("ok")],
+        "ok",
+        requests=2,
+    ),
+    Case(
+        "reset mid-stream",
+        [Drop(Reply(text=STREAMED, chunk_size=4), after_chunks=6), text("ok")],
+        "ok",
+        requests=2,
+        notice_has="discarded",
+    ),
+    Case(
+        "stalled stream",
+        [Stall(Reply(text=STREAMED, chunk_size=4), after_chunks=6, seconds=10), text("ok")],
+        "ok",
+        requests=2,
+        notice_has="discarded",
+    ),
+    Case(
+        "no first byte",
+        [Stall(Reply(text="late"), after_chunks=0, seconds=10), text("ok")],
+        "ok",
+        requests=2,
+        config={"model.first_byte_timeout": 0.5},
+    ),
+    Case(
+        "stalls exhausted fail",
+        [Stall(Reply(text="x"), after_chunks=0, seconds=10)] * 2,
+        None,
+        "failed:timeout",
+        "first_byte_timeout",
+        requests=2,
+        config={"model.first_byte_timeout": 0.5, "retry.max_attempts": 2},
+    ),
     Case("malformed body retried", [Malformed(), text("ok")], "ok", requests=2),
-    Case("malformed bodies fall back", [Malformed(), Malformed("[]"), Malformed("")],
-         "from backup", requests=3, backup=[text("from backup")], backup_requests=1),
+    Case(
+        "malformed bodies fall back",
+        [Malformed(), Malformed("[]"), Malformed("")],
+        "from backup",
+        requests=3,
+        backup=[text("from backup")],
+        backup_requests=1,
+    ),
     Case("empty reply nudged", [Reply(), text("ok")], "ok", requests=2),
-    Case("empty twice falls back", [Reply(), Reply()], "from backup", requests=2,
-         backup=[text("from backup")], backup_requests=1),
-    Case("empty everywhere fails", [Reply(), Reply()], None, "failed:empty_response",
-         "empty", requests=2),
-    Case("reasoning only continued", [Reply(reasoning="Let me think about it."), text("ok")],
-         "ok", requests=2),
-    Case("cut-off text continued",
-         [Reply(text="The first half, ", finish_reason="length"), text("and the rest.")],
-         "The first half, and the rest.", requests=2),
-    Case("truncated arguments never run",
-         [Reply(tool_calls=[ScriptedCall("add", '{"a": 1, "b"')], finish_reason="length"),
-          call("add", {"a": 1, "b": 2}), text("3")], "3", requests=3),
-    Case("refusal fails at once", [Reply(refusal="I can't help with that.")], None,
-         "failed:refusal", "I can't help with that.", requests=1,
-         backup=[text("unused")], backup_requests=0),
-    Case("bad request fails at once", [Fail(400, message="unknown parameter: foo")], None,
-         "failed:bad_request", "unknown parameter", requests=1,
-         backup=[text("unused")], backup_requests=0),
+    Case(
+        "empty twice falls back",
+        [Reply(), Reply()],
+        "from backup",
+        requests=2,
+        backup=[text("from backup")],
+        backup_requests=1,
+    ),
+    Case(
+        "empty everywhere fails",
+        [Reply(), Reply()],
+        None,
+        "failed:empty_response",
+        "empty",
+        requests=2,
+    ),
+    Case(
+        "reasoning only continued",
+        [Reply(reasoning="Let me think about it."), text("ok")],
+        "ok",
+        requests=2,
+    ),
+    Case(
+        "cut-off text continued",
+        [Reply(text="The first half, ", finish_reason="length"), text("and the rest.")],
+        "The first half, and the rest.",
+        requests=2,
+    ),
+    Case(
+        "truncated arguments never run",
+        [
+            Reply(tool_calls=[ScriptedCall("add", '{"a": 1, "b"')], finish_reason="length"),
+            call("add", {"a": 1, "b": 2}),
+            text("3"),
+        ],
+        "3",
+        requests=3,
+    ),
+    Case(
+        "refusal fails at once",
+        [Reply(refusal="I can't help with that.")],
+        None,
+        "failed:refusal",
+        "I can't help with that.",
+        requests=1,
+        backup=[text("unused")],
+        backup_requests=0,
+    ),
+    Case(
+        "bad request fails at once",
+        [Fail(400, message="unknown parameter: foo")],
+        None,
+        "failed:bad_request",
+        "unknown parameter",
+        requests=1,
+        backup=[text("unused")],
+        backup_requests=0,
+    ),
 ]
 
 
@@ -159,8 +269,14 @@ def run_case(
     fallbacks = []
     if case.backup is not None:
         backup.add(*case.backup)
-        fallbacks = [{"model": "backup-model", "base_url": base_url(backup, mode),
-                      "api_key": "backup-key", "api_mode": mode}]
+        fallbacks = [
+            {
+                "model": "backup-model",
+                "base_url": base_url(backup, mode),
+                "api_key": "backup-key",
+                "api_mode": mode,
+            }
+        ]
     events: list[Event] = []
     with Agent(
         model="scripted-model",
@@ -231,8 +347,9 @@ def test_retry_after_is_honoured(
 def test_refreshed_key_is_sent(
     mode: str, servers: tuple[ScriptedProvider, ScriptedProvider], tmp_path: Path
 ) -> None:
-    case = Case("401", [Fail(401), text("ok")],
-                config={"model.api_key_refresh": lambda: "fresh-key"})
+    case = Case(
+        "401", [Fail(401), text("ok")], config={"model.api_key_refresh": lambda: "fresh-key"}
+    )
     result, _ = run_case(case, mode, servers, tmp_path)
     assert result["final_response"] == "ok"
     first, second = servers[0].requests
@@ -253,11 +370,15 @@ def test_truncated_call_leaves_no_trace_in_the_history(
     mode: str, servers: tuple[ScriptedProvider, ScriptedProvider], tmp_path: Path
 ) -> None:
     truncated = Reply(tool_calls=[ScriptedCall("add", '{"a": 1, "b"')], finish_reason="length")
-    case = Case("truncated", [truncated, call("add", {"a": 1, "b": 2}), text("3")],
-                config={"model.max_tokens": 100})
+    case = Case(
+        "truncated",
+        [truncated, call("add", {"a": 1, "b": 2}), text("3")],
+        config={"model.max_tokens": 100},
+    )
     result, _ = run_case(case, mode, servers, tmp_path)
     tool_messages = [m for m in result["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == ["3"]
-    limits = [r.body.get("max_tokens") or r.body.get("max_output_tokens")
-              for r in servers[0].requests]
+    limits = [
+        r.body.get("max_tokens") or r.body.get("max_output_tokens") for r in servers[0].requests
+    ]
     assert limits[:2] == [100, 200], "the retry after a cut-off call asks for more room"

@@ -51,8 +51,9 @@ def test_read_file_defaults_to_500_lines(ctx: ToolContext) -> None:
     assert lines[500] == "(lines 1-500 of 1200; call read_file with offset=501 to read more)"
 
 
-def test_read_file_accepts_absolute_paths(ctx: ToolContext, tmp_path_factory: pytest.TempPathFactory
-                                         ) -> None:
+def test_read_file_accepts_absolute_paths(
+    ctx: ToolContext, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     elsewhere = tmp_path_factory.mktemp("elsewhere") / "a.txt"
     elsewhere.write_text("hello\n")
     assert read_file(str(elsewhere), ctx).splitlines()[0] == "1|hello"
@@ -189,8 +190,7 @@ def test_search_content_skips_hidden_vendored_and_binary_files(
     ]
 
 
-def test_search_content_within_a_path_and_without_matches(ctx: ToolContext, project: Path
-                                                         ) -> None:
+def test_search_content_within_a_path_and_without_matches(ctx: ToolContext, project: Path) -> None:
     assert search_files("getcwd", ctx, path="src/app.py") == "src/app.py:4:    return os.getcwd()"
     assert search_files("nothing_here", ctx, path="src") == "No matches for 'nothing_here' in src."
 
@@ -213,12 +213,18 @@ def test_search_files_by_name(ctx: ToolContext, project: Path) -> None:
     assert search_files("*.py", ctx, target="files").splitlines() == ["src/app.py", "src/util.py"]
     assert search_files("readme", ctx, target="files") == "README.md"
     assert search_files("src/*.py", ctx, target="files").splitlines() == [
-        "src/app.py", "src/util.py"]
+        "src/app.py",
+        "src/util.py",
+    ]
 
 
 def test_file_tools_are_registered_with_their_public_names() -> None:
     tools = {tool.name: tool for tool in builtin_tools() if tool.toolset == "file"}
     assert set(tools) == {"read_file", "write_file", "patch", "search_files"}
     assert set(tools["patch"].parameters["properties"]) == {
-        "path", "old_string", "new_string", "replace_all"}
+        "path",
+        "old_string",
+        "new_string",
+        "replace_all",
+    }
     assert set(tools["search_files"].parameters["properties"]) == {"pattern", "path", "target"}

@@ -66,8 +66,14 @@ def test_the_guard_warns_then_refuses_then_stops() -> None:
 def run(steps: list[StepSource], home: Path) -> tuple[dict[str, Any], ScriptedModel]:
     RUNS.clear()
     model = ScriptedModel(steps)
-    with Agent(model=model, home=home, cwd=home, tools=[lookup], toolsets=[],
-               config={"context.engine": "none"}) as agent:
+    with Agent(
+        model=model,
+        home=home,
+        cwd=home,
+        tools=[lookup],
+        toolsets=[],
+        config={"context.engine": "none"},
+    ) as agent:
         return agent.run_conversation(user_message="find x"), model
 
 
@@ -125,8 +131,14 @@ def test_the_guard_is_per_turn(tmp_path: Path) -> None:
     for answer in ("first", "second"):
         steps += [call("lookup", {"key": "x"}), call("lookup", {"key": "x"}), text(answer)]
     model = ScriptedModel(steps)
-    with Agent(model=model, home=tmp_path, cwd=tmp_path, tools=[lookup], toolsets=[],
-               config={"context.engine": "none"}) as agent:
+    with Agent(
+        model=model,
+        home=tmp_path,
+        cwd=tmp_path,
+        tools=[lookup],
+        toolsets=[],
+        config={"context.engine": "none"},
+    ) as agent:
         agent.run_conversation(user_message="one")
         second = agent.run_conversation(user_message="two")
     assert second["final_response"] == "second"

@@ -87,7 +87,9 @@ async def test_transient_failures_are_retried_on_the_same_model(recorder: Record
     assert len(retries) == 2 and "attempt 3 of 3" in retries[-1]
 
 
-async def test_exhausted_retries_raise_the_last_error_with_its_provider(recorder: RecordingStream) -> None:
+async def test_exhausted_retries_raise_the_last_error_with_its_provider(
+    recorder: RecordingStream,
+) -> None:
     model = scripted(Fail(503), Fail(503), Fail(503), text("never"))
     caller = make_caller(model)
     with pytest.raises(ProviderError) as caught:
@@ -106,15 +108,18 @@ async def test_non_retryable_errors_are_not_retried(recorder: RecordingStream) -
     assert len(model.requests) == 1
 
 
-async def test_fallback_takes_over_and_the_position_resets_per_turn(recorder: RecordingStream) -> None:
+async def test_fallback_takes_over_and_the_position_resets_per_turn(
+    recorder: RecordingStream,
+) -> None:
     primary = scripted(Fail(429), Fail(429), text("primary again"))
     backup = scripted(text("from backup"), model="backup")
     events: list[Event] = []
     caller = make_caller(primary, backup, events=events, max_attempts=2)
     result = await caller.call(REQUEST, recorder, InterruptSignal())
     assert result.response.text == "from backup" and result.client is backup
-    assert any("falling back to scripted:backup" in e.message
-               for e in events if isinstance(e, Notice))
+    assert any(
+        "falling back to scripted:backup" in e.message for e in events if isinstance(e, Notice)
+    )
     caller.start_turn()
     result = await caller.call(REQUEST, recorder, InterruptSignal())
     assert result.client is primary and result.response.text == "primary again"
@@ -133,8 +138,9 @@ async def test_an_interrupt_ends_a_backoff_at_once(recorder: RecordingStream) ->
 
 
 async def test_a_silent_stream_times_out_and_is_retried(recorder: RecordingStream) -> None:
-    stalled = Stall(Reply(text="first words then silence", chunk_size=5), after_chunks=2,
-                    seconds=30)
+    stalled = Stall(
+        Reply(text="first words then silence", chunk_size=5), after_chunks=2, seconds=30
+    )
     model = scripted(stalled, text("ok"))
     events: list[Event] = []
     caller = make_caller(model, events=events, idle_timeout=0.2)
@@ -157,7 +163,9 @@ async def test_no_first_byte_times_out(recorder: RecordingStream) -> None:
     assert recorder.texts == ["ok"], "nothing from the abandoned attempt reached the stream"
 
 
-async def test_time_the_loop_was_blocked_does_not_count_as_silence(recorder: RecordingStream) -> None:
+async def test_time_the_loop_was_blocked_does_not_count_as_silence(
+    recorder: RecordingStream,
+) -> None:
     class BlockingModel(ScriptedModel):
         async def complete(self, request: ModelRequest, stream: StreamHandler) -> ModelResponse:
             time.sleep(0.6)  # e.g. importing an SDK on first use: the loop cannot listen
@@ -192,8 +200,9 @@ def test_verdicts() -> None:
     assert inspect_response(ModelResponse(text="so far", finish_reason="length")) is (
         Verdict.CUT_OFF
     )
-    complete_looking = ModelResponse(text=None, finish_reason="length",
-                                     tool_calls=[ToolCall("c1", "write_file", "{}")])
+    complete_looking = ModelResponse(
+        text=None, finish_reason="length", tool_calls=[ToolCall("c1", "write_file", "{}")]
+    )
     assert inspect_response(complete_looking) is Verdict.TRUNCATED_CALLS
 
 
@@ -210,8 +219,11 @@ async def test_continuations_are_capped_and_joined() -> None:
 
 
 async def test_a_continuation_that_repeats_itself_ends_the_answer() -> None:
-    model = scripted(Reply(text="same", finish_reason="length"),
-                     Reply(text="same", finish_reason="length"), text("never asked"))
+    model = scripted(
+        Reply(text="same", finish_reason="length"),
+        Reply(text="same", finish_reason="length"),
+        text("never asked"),
+    )
     result = await obtain(model)
     assert result.response.text == "same"
     assert len(model.requests) == 2
@@ -229,8 +241,10 @@ async def test_reasoning_from_every_attempt_is_kept() -> None:
 
 
 async def test_truncated_calls_are_retried_then_fail_with_the_reason() -> None:
-    cut = Reply(tool_calls=[ScriptedCall("write_file", '{"path": "a", "content": "abc')],
-                finish_reason="length")
+    cut = Reply(
+        tool_calls=[ScriptedCall("write_file", '{"path": "a", "content": "abc')],
+        finish_reason="length",
+    )
     model = scripted(cut, cut, cut, text("never asked"))
     with pytest.raises(ProviderError) as caught:
         await obtain(model)

@@ -24,8 +24,14 @@ def provider():
 def make_agent(server: ScriptedProvider, home: Path, **kwargs: Any) -> Agent:
     kwargs.setdefault("toolsets", ["terminal"])
     kwargs.setdefault("config", {"context.engine": "none"})
-    return Agent(model="scripted-model", base_url=server.openai_base_url, api_key="k",
-                 home=home, cwd=home, **kwargs)
+    return Agent(
+        model="scripted-model",
+        base_url=server.openai_base_url,
+        api_key="k",
+        home=home,
+        cwd=home,
+        **kwargs,
+    )
 
 
 def results(agent_result: dict[str, Any]) -> list[str]:
@@ -78,10 +84,13 @@ def test_always_is_remembered_by_a_new_agent(provider: ScriptedProvider, tmp_pat
     assert not target.exists(), results(result)
 
 
-def test_hard_floor_is_blocked_even_in_yolo_mode(provider: ScriptedProvider, tmp_path: Path) -> None:
+def test_hard_floor_is_blocked_even_in_yolo_mode(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
     provider.add(calls(("terminal", {"command": "rm -rf /"})), text("refused"))
-    with make_agent(provider, tmp_path, config={"approvals.mode": "off",
-                                                "context.engine": "none"}) as agent:
+    with make_agent(
+        provider, tmp_path, config={"approvals.mode": "off", "context.engine": "none"}
+    ) as agent:
         result = agent.run_conversation(user_message="wipe")
     (blocked,) = results(result)
     assert blocked.startswith("BLOCKED")
@@ -96,8 +105,10 @@ def test_clarify_reaches_the_callback_and_the_answer_reaches_the_model(
         questions.append((question, choices))
         return "blue"
 
-    provider.add(calls(("clarify", {"question": "Which colour?", "choices": ["red", "blue"]})),
-                 text("blue it is"))
+    provider.add(
+        calls(("clarify", {"question": "Which colour?", "choices": ["red", "blue"]})),
+        text("blue it is"),
+    )
     with make_agent(provider, tmp_path, toolsets=["clarify"], clarify_callback=clarify) as agent:
         result = agent.run_conversation(user_message="paint it")
     assert questions == [("Which colour?", ["red", "blue"])]
@@ -105,7 +116,9 @@ def test_clarify_reaches_the_callback_and_the_answer_reaches_the_model(
     assert "blue" in str(provider.requests[-1].body["messages"][-1])
 
 
-def test_clarify_is_not_offered_without_a_callback(provider: ScriptedProvider, tmp_path: Path) -> None:
+def test_clarify_is_not_offered_without_a_callback(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
     provider.add(text("fine"))
     with make_agent(provider, tmp_path, toolsets=None) as agent:
         agent.run_conversation(user_message="hello")
@@ -131,7 +144,9 @@ def test_plugin_guard_can_block_and_rewrite(provider: ScriptedProvider, tmp_path
             bus.register("post_tool_call", lambda **kw: seen.append(kw["result"]))
 
     provider.add(
-        calls(("terminal", {"command": "echo forbidden"}), ("terminal", {"command": "echo original"})),
+        calls(
+            ("terminal", {"command": "echo forbidden"}), ("terminal", {"command": "echo original"})
+        ),
         text("done"),
     )
     with make_agent(provider, tmp_path, plugins=[Guard]) as agent:
@@ -164,8 +179,9 @@ def test_interrupt_kills_a_running_command_and_its_children(
     pid_file = tmp_path / "pids"
     command = f"sleep 30 & echo $! >> {pid_file}; sleep 30 & echo $! >> {pid_file}; wait"
     provider.add(calls(("terminal", {"command": command})), text("next turn"))
-    with make_agent(provider, tmp_path, config={"approvals.mode": "off",
-                                                "context.engine": "none"}) as agent:
+    with make_agent(
+        provider, tmp_path, config={"approvals.mode": "off", "context.engine": "none"}
+    ) as agent:
         threading.Timer(1.0, agent.interrupt).start()
         started = time.monotonic()
         result = agent.run_conversation(user_message="sleep")
@@ -189,4 +205,3 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except OSError:
         return False
-

@@ -30,8 +30,22 @@ from talaria.cli.slash import (
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.tools.approval import ApprovalRequest, ApprovalState
 
-REQUIRED = {"help", "new", "resume", "sessions", "title", "model", "compress", "usage", "tools",
-            "yolo", "stop", "retry", "undo", "quit"}
+REQUIRED = {
+    "help",
+    "new",
+    "resume",
+    "sessions",
+    "title",
+    "model",
+    "compress",
+    "usage",
+    "tools",
+    "yolo",
+    "stop",
+    "retry",
+    "undo",
+    "quit",
+}
 
 
 def renderer(tmp_path: Path) -> tuple[Renderer, io.StringIO]:
@@ -110,8 +124,13 @@ EXCHANGE = [
     {"role": "user", "content": "first question"},
     {"role": "assistant", "content": "first answer"},
     {"role": "user", "content": "second question"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}
+        ],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "ok"},
     {"role": "assistant", "content": "second answer"},
 ]
@@ -120,14 +139,17 @@ EXCHANGE = [
 # ---- parsing ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("/help", ("help", "")),
-    ("  /resume   my pets  ", ("resume", "my pets")),
-    ("/compress keep the API decisions", ("compress", "keep the API decisions")),
-    ("/etc/hosts is broken, fix it", None),
-    ("hello /help", None),
-    ("/", None),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("/help", ("help", "")),
+        ("  /resume   my pets  ", ("resume", "my pets")),
+        ("/compress keep the API decisions", ("compress", "keep the API decisions")),
+        ("/etc/hosts is broken, fix it", None),
+        ("hello /help", None),
+        ("/", None),
+    ],
+)
 def test_a_line_is_a_command_only_when_it_starts_with_a_command_word(line, expected):
     assert parse_command(line) == expected
 
@@ -138,26 +160,37 @@ def test_the_registry_has_every_command_of_the_issue_and_help_lists_them_aligned
     assert names >= REQUIRED
     lines = registry.help_text().splitlines()
     assert len(lines) == len(names)
-    summary_columns = {line.index(command.summary)
-                       for line, command in zip(lines, registry.commands(), strict=True)}
+    summary_columns = {
+        line.index(command.summary)
+        for line, command in zip(lines, registry.commands(), strict=True)
+    }
     assert len(summary_columns) == 1
     assert all(len(line) <= 80 for line in lines)
 
 
-@pytest.mark.parametrize(("typo", "suggestion"), [
-    ("hepl", "help"), ("resmue", "resume"), ("modle", "model"), ("quti", "quit"),
-    ("zzzzzz", None),
-])
+@pytest.mark.parametrize(
+    ("typo", "suggestion"),
+    [
+        ("hepl", "help"),
+        ("resmue", "resume"),
+        ("modle", "model"),
+        ("quti", "quit"),
+        ("zzzzzz", None),
+    ],
+)
 def test_an_unknown_command_suggests_the_closest_one(typo, suggestion):
     assert build_registry().suggest(typo) == suggestion
 
 
-@pytest.mark.parametrize(("ref", "expected"), [
-    ("anthropic:claude-sonnet-4", ("anthropic", "claude-sonnet-4")),
-    ("openrouter:meta/llama-3:70b", ("openrouter", "meta/llama-3:70b")),
-    ("qwen2:7b", (None, "qwen2:7b")),
-    ("gpt-4.1", (None, "gpt-4.1")),
-])
+@pytest.mark.parametrize(
+    ("ref", "expected"),
+    [
+        ("anthropic:claude-sonnet-4", ("anthropic", "claude-sonnet-4")),
+        ("openrouter:meta/llama-3:70b", ("openrouter", "meta/llama-3:70b")),
+        ("qwen2:7b", (None, "qwen2:7b")),
+        ("gpt-4.1", (None, "gpt-4.1")),
+    ],
+)
 def test_model_refs_split_only_on_a_known_provider(ref, expected):
     assert parse_model_ref(ref) == expected
 
@@ -248,8 +281,9 @@ def test_model_switches_with_or_without_a_provider(tmp_path):
 def test_usage_shows_the_session_totals(tmp_path):
     host = Host(tmp_path)
     host.store.create_session("s1")
-    host.store.update_session("s1", usage={"input_tokens": 1500, "output_tokens": 20,
-                                           "estimated_cost_usd": 0.25})
+    host.store.update_session(
+        "s1", usage={"input_tokens": 1500, "output_tokens": 20, "estimated_cost_usd": 0.25}
+    )
     host.agent.session_id = "s1"
     output = host.run("/usage")
     assert "1.5k in · 20 out · $0.25" in output
@@ -264,10 +298,20 @@ def test_quit_asks_the_chat_to_leave(tmp_path):
 # ---- approval and clarify prompts ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(("answer", "decision"), [
-    ("o", "once"), ("ONCE", "once"), ("y", "once"), ("s", "session"), ("always", "always"),
-    ("d", "deny"), ("no", "deny"), ("", None), ("maybe", None),
-])
+@pytest.mark.parametrize(
+    ("answer", "decision"),
+    [
+        ("o", "once"),
+        ("ONCE", "once"),
+        ("y", "once"),
+        ("s", "session"),
+        ("always", "always"),
+        ("d", "deny"),
+        ("no", "deny"),
+        ("", None),
+        ("maybe", None),
+    ],
+)
 def test_approval_answers(answer, decision):
     assert parse_approval(answer) == decision
 
@@ -281,8 +325,13 @@ def test_clarify_takes_a_choice_number_or_free_text():
 
 
 def _request() -> ApprovalRequest:
-    return ApprovalRequest(command="rm -rf build", reason="recursive delete",
-                           tool_name="terminal", arguments={}, pattern="rm -rf")
+    return ApprovalRequest(
+        command="rm -rf build",
+        reason="recursive delete",
+        tool_name="terminal",
+        arguments={},
+        pattern="rm -rf",
+    )
 
 
 def _ask_in_thread(broker: QuestionBroker) -> tuple[threading.Thread, list[str]]:
@@ -326,16 +375,25 @@ def test_streamed_markdown_is_cut_into_whole_blocks():
     out: list[str] = []
     stream = "Intro line\n\n```python\nx = 1\n\ny = 2\n```\n- a\n- b\n\nTail without newline"
     for index in range(0, len(stream), 3):
-        out.extend(blocks.feed(stream[index:index + 3]))
+        out.extend(blocks.feed(stream[index : index + 3]))
     assert out == ["Intro line", "```python\nx = 1\n\ny = 2\n```", "- a\n- b"]
     assert blocks.rest() == "Tail without newline"
 
 
 def test_usage_footer():
-    usage = {"input_tokens": 200, "cache_read_tokens": 800, "output_tokens": 1234,
-             "estimated_cost_usd": 0.0021}
-    assert usage_footer(usage, 2, 3.44) == "1k in · 1.2k out · 80% cached · $0.0021 · 2 calls · 3.4s"
-    assert usage_footer({"estimated_cost_usd": None}, 1, 0.5) == "0 in · 0 out · cost n/a · 1 call · 0.5s"
+    usage = {
+        "input_tokens": 200,
+        "cache_read_tokens": 800,
+        "output_tokens": 1234,
+        "estimated_cost_usd": 0.0021,
+    }
+    assert (
+        usage_footer(usage, 2, 3.44) == "1k in · 1.2k out · 80% cached · $0.0021 · 2 calls · 3.4s"
+    )
+    assert (
+        usage_footer({"estimated_cost_usd": None}, 1, 0.5)
+        == "0 in · 0 out · cost n/a · 1 call · 0.5s"
+    )
 
 
 def test_tool_previews_name_what_the_call_does():
@@ -364,10 +422,15 @@ def _turn(render: Renderer, events: list[Any]) -> None:
 def test_a_turn_prints_text_tools_and_a_footer(tmp_path):
     render, out = renderer(tmp_path)
     (tmp_path / "f.txt").write_text("old line\n")
-    _turn(render, [
-        ev.ThinkingStarted(1), ev.ReasoningDelta("Checking the file.\n"),
-        ev.TextDelta("Let me **look**.\n\n"), ev.ToolCallGenerated(0, "c1", "terminal"),
-    ])
+    _turn(
+        render,
+        [
+            ev.ThinkingStarted(1),
+            ev.ReasoningDelta("Checking the file.\n"),
+            ev.TextDelta("Let me **look**.\n\n"),
+            ev.ToolCallGenerated(0, "c1", "terminal"),
+        ],
+    )
     assert "preparing terminal" in render.status()
     render(ev.ToolStarted("c1", "terminal", {"command": "cat f.txt"}))
     assert "terminal cat f.txt" in render.status()
@@ -377,8 +440,12 @@ def test_a_turn_prints_text_tools_and_a_footer(tmp_path):
     render(ev.ToolFinished("c2", "write_file", "Wrote 1 line", False, 0.01))
     render(ev.ToolStarted("c3", "read_file", {"path": "missing.txt"}))
     render(ev.ToolFinished("c3", "read_file", "Error: no such file\nhint", True, 0.01))
-    _finish(render, ev.ThinkingStarted(2), ev.TextDelta("All done."),
-            ev.TurnFinished("text_response", "All done.", 2))
+    _finish(
+        render,
+        ev.ThinkingStarted(2),
+        ev.TextDelta("All done."),
+        ev.TurnFinished("text_response", "All done.", 2),
+    )
     text = out.getvalue()
     assert "┊ Checking the file." in text
     assert "Let me look." in text
@@ -433,7 +500,9 @@ def test_completion_offers_commands_then_session_titles():
 
     from talaria.cli.slash import SlashCompleter
 
-    completer = SlashCompleter(build_registry(), lambda: [("pets", "20250101_a"), ("", "20250102_b")])
+    completer = SlashCompleter(
+        build_registry(), lambda: [("pets", "20250101_a"), ("", "20250102_b")]
+    )
 
     def complete(text: str) -> list[str]:
         return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]

@@ -18,10 +18,10 @@ from talaria.tools.builtin.processes import process
 from talaria.tools.builtin.terminal import terminal
 
 
-def _ctx(cwd: Path, task_id: str = "task-1") -> ToolContext:
+def _ctx(cwd: Path, session_id: str = "session-1") -> ToolContext:
     return ToolContext(
-        task_id=task_id,
-        session_id="session-1",
+        task_id="task-1",
+        session_id=session_id,
         cwd=cwd,
         home=cwd / ".talaria",
         interrupt=threading.Event(),
@@ -130,7 +130,7 @@ def test_rejects_bad_arguments(tmp_path: Path) -> None:
 
 
 def test_background_process_lifecycle(tmp_path: Path) -> None:
-    ctx = _ctx(tmp_path, task_id="bg-task")
+    ctx = _ctx(tmp_path, session_id="bg-session")
     started = terminal("echo ready; sleep 30", ctx, background=True)
     process_id = started.split(" as ")[1].split(" ")[0]
 
@@ -138,10 +138,10 @@ def test_background_process_lifecycle(tmp_path: Path) -> None:
     _wait_for(lambda: "ready" in process("log", ctx, id=process_id))
     assert "running" in process("poll", ctx, id=process_id)
 
-    other_task = _ctx(tmp_path, task_id="someone-else")
-    assert process("list", other_task) == "No background processes."
+    other_session = _ctx(tmp_path, session_id="someone-else")
+    assert process("list", other_session) == "No background processes."
     with pytest.raises(ToolError):
-        process("kill", other_task, id=process_id)
+        process("kill", other_session, id=process_id)
 
     assert "stopped" in process("kill", ctx, id=process_id)
     assert "exited" in process("poll", ctx, id=process_id)

@@ -59,10 +59,14 @@ class Agent:
         self.max_iterations = max_iterations or int(self.config.get("agent.max_turns", 90))
         self.stream = self.config.get("agent.stream", True) if stream is None else stream
         self._session_ref = session_id
-        self._model_args = dict(model=model, provider=provider, base_url=base_url,
-                                api_key=api_key, api_mode=api_mode)
-        self._fallbacks: list[Any] = (fallback_providers if fallback_providers is not None
-                           else list(self.config.get("fallback_providers", [])))
+        self._model_args = dict(
+            model=model, provider=provider, base_url=base_url, api_key=api_key, api_mode=api_mode
+        )
+        self._fallbacks: list[Any] = (
+            fallback_providers
+            if fallback_providers is not None
+            else list(self.config.get("fallback_providers", []))
+        )
         self._user_tools = [_as_tool(t) for t in tools or ()]
         self._toolsets = list(toolsets) if toolsets is not None else None
         self._callbacks = callbacks
@@ -244,12 +248,21 @@ class Agent:
         info = self.store.get_session(session.id)
         totals = Usage.from_dict(info.usage if info and info.usage else {})
         totals.add(state.usage)
-        self.store.update_session(session.id, usage=totals.to_dict(),
-                                  model=state.model or None, api_mode=state.api_mode or None,
-                                  provider=state.provider or None)
+        self.store.update_session(
+            session.id,
+            usage=totals.to_dict(),
+            model=state.model or None,
+            api_mode=state.api_mode or None,
+            provider=state.provider or None,
+        )
 
     def _end_session(self, reason: str) -> None:
-        if self._session is not None and self._store is not None:
+        if self._session is None:
+            return
+        from talaria.tools.builtin.processes import kill_session_processes
+
+        kill_session_processes(self._session.id)
+        if self._store is not None:
             self._store.update_session(self._session.id, end_reason=reason, ended=True)
             self.hooks.emit("on_session_end", session_id=self._session.id)
 

@@ -70,8 +70,11 @@ class ChildRunner:
         """Wait for the children; stop the rest on a parent interrupt or at the deadline."""
         statuses: list[str | None] = [None] * len(futures)
         while not all(f.done() for f in futures):
-            reason = "interrupted" if interrupt.is_set() else (
-                "timeout" if time.monotonic() >= deadline else None)
+            reason = (
+                "interrupted"
+                if interrupt.is_set()
+                else ("timeout" if time.monotonic() >= deadline else None)
+            )
             if reason:
                 for index, future in enumerate(futures):
                     if not future.done():
@@ -120,8 +123,11 @@ def _run_child(child: Agent, task: dict[str, str], parent_task: str, index: int)
         )
     except Exception as exc:
         return _ended_early(index, task, "failed", child, error=f"{type(exc).__name__}: {exc}")
-    status = "completed" if result["completed"] else (
-        "interrupted" if result["interrupted"] else "failed")
+    status = (
+        "completed"
+        if result["completed"]
+        else ("interrupted" if result["interrupted"] else "failed")
+    )
     entry: dict[str, Any] = {
         "task_index": index,
         "goal": goal,

@@ -46,8 +46,9 @@ def probe_endpoint(base_url: str, api_key: str, api_mode: str, timeout: float = 
         headers = {"Authorization": f"Bearer {api_key}"}
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
-                                    timeout=timeout) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=timeout
+        ) as response:
             status = response.status
     except urllib.error.HTTPError as exc:
         status = exc.code
@@ -68,14 +69,24 @@ def _config_checks(home: Path) -> tuple[list[Check], Any]:
     from talaria.config import Config, ConfigError
 
     path = home / "config.yaml"
-    checks = [Check("home", OK if home.exists() else NONE,
-                    str(home) + ("" if home.exists() else " (created on first use)"))]
+    checks = [
+        Check(
+            "home",
+            OK if home.exists() else NONE,
+            str(home) + ("" if home.exists() else " (created on first use)"),
+        )
+    ]
     try:
         config = Config.load(home)
     except ConfigError as exc:
         return [*checks, Check("config", BAD, str(exc))], None
-    checks.append(Check("config", OK if path.exists() else NONE,
-                        str(path) if path.exists() else "no config.yaml (defaults and environment)"))
+    checks.append(
+        Check(
+            "config",
+            OK if path.exists() else NONE,
+            str(path) if path.exists() else "no config.yaml (defaults and environment)",
+        )
+    )
     return checks, config
 
 
@@ -85,20 +96,28 @@ def _model_checks(config: Any) -> tuple[list[Check], bool]:
 
     model = config.get("model.default")
     if not model:
-        return [Check("model", BAD, "none configured: talaria config set model.default <model>")], False
+        return [
+            Check("model", BAD, "none configured: talaria config set model.default <model>")
+        ], False
     try:
-        spec = resolve_spec(model=model, provider=config.get("model.provider"),
-                            base_url=config.get("model.base_url"),
-                            api_key=config.get("model.api_key"),
-                            api_mode=config.get("model.api_mode"))
+        spec = resolve_spec(
+            model=model,
+            provider=config.get("model.provider"),
+            base_url=config.get("model.base_url"),
+            api_key=config.get("model.api_key"),
+            api_mode=config.get("model.api_mode"),
+        )
     except (ProviderError, ValueError) as exc:
         return [Check("model", BAD, f"{model}: {exc}")], False
-    checks = [Check("model", OK, f"{spec.label} ({spec.api_mode})"),
-              Check("key", OK, _mask(spec.api_key))]
+    checks = [
+        Check("model", OK, f"{spec.label} ({spec.api_mode})"),
+        Check("key", OK, _mask(spec.api_key)),
+    ]
     endpoint = probe_endpoint(spec.base_url, spec.api_key, spec.api_mode)
     fallbacks = config.get("fallback_providers", [])
-    labels = ", ".join(f"{f.get('provider', '?')}:{f.get('model', '?')}" for f in fallbacks
-                       if isinstance(f, dict))
+    labels = ", ".join(
+        f"{f.get('provider', '?')}:{f.get('model', '?')}" for f in fallbacks if isinstance(f, dict)
+    )
     checks += [endpoint, Check("fallbacks", OK if fallbacks else NONE, labels or "none")]
     return checks, endpoint.mark == OK
 
@@ -109,8 +128,10 @@ def _environment_checks() -> list[Check]:
     keys = " · ".join(f"{name} {OK if os.environ.get(name) else NONE}" for name in KEY_VARIABLES)
     servers = detect_local_servers()
     local = ", ".join(f"{s.name} {s.base_url} ({len(s.models)} models)" for s in servers)
-    return [Check("env keys", OK if any(os.environ.get(k) for k in KEY_VARIABLES) else NONE, keys),
-            Check("local", OK if servers else NONE, local or "no model server on the usual ports")]
+    return [
+        Check("env keys", OK if any(os.environ.get(k) for k in KEY_VARIABLES) else NONE, keys),
+        Check("local", OK if servers else NONE, local or "no model server on the usual ports"),
+    ]
 
 
 def _store_check(home: Path) -> Check:
@@ -131,16 +152,19 @@ def _store_check(home: Path) -> Check:
 def _tool_checks() -> list[Check]:
     from importlib.metadata import PackageNotFoundError, version
 
-    programs = " · ".join(f"{name} {OK if shutil.which(name) else NONE}"
-                          for name in ("bash", "git", "rg"))
+    programs = " · ".join(
+        f"{name} {OK if shutil.which(name) else NONE}" for name in ("bash", "git", "rg")
+    )
     packages = []
     for name in ("openai", "anthropic", "prompt_toolkit", "rich"):
         try:
             packages.append(f"{name} {version(name)}")
         except PackageNotFoundError:
             packages.append(f"{name} {BAD} missing")
-    return [Check("programs", OK if shutil.which("bash") else BAD, programs),
-            Check("packages", BAD if any(BAD in p for p in packages) else OK, " · ".join(packages))]
+    return [
+        Check("programs", OK if shutil.which("bash") else BAD, programs),
+        Check("packages", BAD if any(BAD in p for p in packages) else OK, " · ".join(packages)),
+    ]
 
 
 def _paint(mark: str) -> str:
@@ -152,8 +176,9 @@ def _paint(mark: str) -> str:
 
 def report(checks: list[Check], paint: Callable[[str], str] = _paint) -> str:
     width = max(len(check.label) for check in checks)
-    return "\n".join(f"  {check.label.ljust(width)}  {paint(check.mark)} {check.detail}"
-                     for check in checks)
+    return "\n".join(
+        f"  {check.label.ljust(width)}  {paint(check.mark)} {check.detail}" for check in checks
+    )
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -172,6 +197,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     checks += _tool_checks()
     print(report(checks))
     if not healthy:
-        print("\nnot ready: fix the ✗ lines above (talaria config set …, or pass -m/--base-url "
-              "to talaria chat)")
+        print(
+            "\nnot ready: fix the ✗ lines above (talaria config set …, or pass -m/--base-url "
+            "to talaria chat)"
+        )
     return EXIT_OK if healthy else EXIT_AGENT_FAILURE

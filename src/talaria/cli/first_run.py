@@ -63,8 +63,10 @@ def detect_local_servers(
         if models is not None:
             found[index] = LocalServer(name, base_url, models)
 
-    threads = [threading.Thread(target=probe, args=(i, name, port), daemon=True)
-               for i, (name, port) in enumerate(candidates)]
+    threads = [
+        threading.Thread(target=probe, args=(i, name, port), daemon=True)
+        for i, (name, port) in enumerate(candidates)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -79,20 +81,25 @@ def model_configured(args: argparse.Namespace, config: Any) -> bool:
 def guidance(config_path: str, env: dict[str, str] | None = None) -> str:
     env = dict(os.environ) if env is None else env
     keys = [name for name in KEY_VARIABLES if env.get(name)]
-    lines = ["talaria needs a model to talk to. Any of these works:",
-             "  • a hosted API:   set OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY",
-             "                    then: talaria config set model.default <model>",
-             "  • a local server: talaria chat --base-url http://127.0.0.1:8080/v1",
-             "  • just this once: talaria chat -m <model> [--provider …] [--base-url …]",
-             f"Settings live in {config_path}."]
+    lines = [
+        "talaria needs a model to talk to. Any of these works:",
+        "  • a hosted API:   set OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY",
+        "                    then: talaria config set model.default <model>",
+        "  • a local server: talaria chat --base-url http://127.0.0.1:8080/v1",
+        "  • just this once: talaria chat -m <model> [--provider …] [--base-url …]",
+        f"Settings live in {config_path}.",
+    ]
     if keys:
         lines.insert(1, f"  ({', '.join(keys)} is set: only the model name is missing.)")
     return "\n".join(lines)
 
 
 def server_choices(servers: list[LocalServer]) -> str:
-    lines = ["Found a model server on this machine:" if len(servers) == 1 else
-             "Found model servers on this machine:"]
+    lines = [
+        "Found a model server on this machine:"
+        if len(servers) == 1
+        else "Found model servers on this machine:"
+    ]
     for number, server in enumerate(servers, 1):
         first = server.models[0] if server.models else "no models loaded"
         more = f" (+{len(server.models) - 1} more)" if len(server.models) > 1 else ""

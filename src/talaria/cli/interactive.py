@@ -55,8 +55,10 @@ class _CtrlC(Exception):
 
 def run_interactive(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print('talaria: chat needs a terminal; in scripts use `talaria chat -q "..."`',
-              file=sys.stderr)
+        print(
+            'talaria: chat needs a terminal; in scripts use `talaria chat -q "..."`',
+            file=sys.stderr,
+        )
         return EXIT_AGENT_FAILURE
     from talaria.config import Config, ConfigError
 
@@ -198,11 +200,13 @@ class Chat:
             erase_when_done=True,
             prompt_continuation="  ",
             reserve_space_for_menu=8,
-            style=Style.from_dict({
-                "prompt": "bold ansicyan",
-                "status": "ansibrightblack",
-                "question": "bold ansiyellow",
-            }),
+            style=Style.from_dict(
+                {
+                    "prompt": "bold ansicyan",
+                    "status": "ansibrightblack",
+                    "question": "bold ansiyellow",
+                }
+            ),
         )
 
     def _key_bindings(self) -> KeyBindings:
@@ -285,8 +289,9 @@ class Chat:
         self.renderer.note(f"talaria {__version__} · {label}", "bold")
         if problem:
             self.renderer.note(f"! {problem}", "yellow", wrap=True)
-        self.renderer.note("/help for commands · Esc Enter: new line · Ctrl+C: interrupt · "
-                           "Ctrl+D: exit")
+        self.renderer.note(
+            "/help for commands · Esc Enter: new line · Ctrl+C: interrupt · Ctrl+D: exit"
+        )
         if self.agent.session_id:
             self._recap(self.agent.session_id)
 
@@ -357,8 +362,9 @@ class Chat:
         except Exception as exc:
             log.exception("chat job failed")
             self.renderer.abort_turn()
-            self.renderer.error(f"{type(exc).__name__}: {exc} (details in "
-                                f"{self.home / 'logs' / 'chat.log'})")
+            self.renderer.error(
+                f"{type(exc).__name__}: {exc} (details in {self.home / 'logs' / 'chat.log'})"
+            )
 
     def _turn(self, text: str) -> None:
         from talaria.config import ConfigError
@@ -433,8 +439,9 @@ class Chat:
     def switch_model(self, model: str, provider: str | None) -> None:
         self._model_overrides["model"] = model
         if provider is not None:
-            self._model_overrides.update(provider=provider, base_url=None, api_key=None,
-                                         api_mode=None)
+            self._model_overrides.update(
+                provider=provider, base_url=None, api_key=None, api_mode=None
+            )
         old = self.agent
         old.close()
         self.last_result = None

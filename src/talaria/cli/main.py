@@ -20,12 +20,16 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--provider", help="openai | anthropic | openrouter | custom | ...")
     group.add_argument("--base-url", help="endpoint URL (OpenAI modes include /v1)")
     group.add_argument("--api-key", help="API key (default: from the environment or config)")
-    group.add_argument("--api-mode", choices=["chat_completions", "codex_responses",
-                                              "anthropic_messages"])
+    group.add_argument(
+        "--api-mode", choices=["chat_completions", "codex_responses", "anthropic_messages"]
+    )
     group.add_argument("--toolsets", help="comma-separated toolsets to enable ('' for none)")
     group.add_argument("--max-turns", type=int, help="iteration budget per turn")
-    group.add_argument("--yolo", action="store_true",
-                       help="run dangerous commands without asking (the hard floor still holds)")
+    group.add_argument(
+        "--yolo",
+        action="store_true",
+        help="run dangerous commands without asking (the hard floor still holds)",
+    )
     group.add_argument("--no-stream", action="store_true", help="do not stream the answer")
     group.add_argument("--home", help="data directory (default $TALARIA_HOME or ~/.talaria)")
 
@@ -39,8 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("-q", "--query", help="one question; print the answer and exit")
     chat.add_argument("--json", action="store_true", help="with -q: print the result as JSON")
     chat.add_argument("-r", "--resume", metavar="ID|TITLE|latest", help="resume a session")
-    chat.add_argument("-c", "--continue", dest="continue_last", action="store_true",
-                      help="resume the most recent session")
+    chat.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_last",
+        action="store_true",
+        help="resume the most recent session",
+    )
     _add_model_options(chat)
 
     sessions = commands.add_parser("sessions", help="list, show, export, rename, delete sessions")

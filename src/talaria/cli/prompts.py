@@ -15,10 +15,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 APPROVAL_ANSWERS: dict[str, str] = {
-    "o": "once", "once": "once", "y": "once", "yes": "once", "1": "once",
-    "s": "session", "session": "session", "2": "session",
-    "a": "always", "always": "always", "3": "always",
-    "d": "deny", "deny": "deny", "n": "deny", "no": "deny", "4": "deny",
+    "o": "once",
+    "once": "once",
+    "y": "once",
+    "yes": "once",
+    "1": "once",
+    "s": "session",
+    "session": "session",
+    "2": "session",
+    "a": "always",
+    "always": "always",
+    "3": "always",
+    "d": "deny",
+    "deny": "deny",
+    "n": "deny",
+    "no": "deny",
+    "4": "deny",
 }
 APPROVAL_LABEL = "allow? [o]nce [s]ession [a]lways [d]eny › "
 CLARIFY_LABEL = "answer › "
@@ -129,6 +141,9 @@ class QuestionBroker:
         return self.ask(question, approval_text(request), "yellow")
 
     def clarify(self, question: str, choices: list[str] | None) -> str:
-        asked = Question(CLARIFY_LABEL, lambda line: parse_clarify(line, choices),
-                         on_cancel="(the user did not answer)")
+        asked = Question(
+            CLARIFY_LABEL,
+            lambda line: parse_clarify(line, choices),
+            on_cancel="(the user did not answer)",
+        )
         return self.ask(asked, clarify_text(question, choices), "cyan")

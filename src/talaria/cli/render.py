@@ -82,8 +82,10 @@ def usage_summary(usage: dict[str, Any]) -> str:
     """`1.2k in · 340 out · 80% cached · $0.0021` (tokens read, written, cache hits, cost)."""
     read = int(usage.get("cache_read_tokens") or 0)
     prompt = read + sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_write_tokens"))
-    parts = [f"{format_tokens(prompt)} in",
-             f"{format_tokens(int(usage.get('output_tokens') or 0))} out"]
+    parts = [
+        f"{format_tokens(prompt)} in",
+        f"{format_tokens(int(usage.get('output_tokens') or 0))} out",
+    ]
     if read:
         parts.append(f"{round(100 * read / prompt)}% cached")
     parts.append(format_cost(usage.get("estimated_cost_usd", 0.0)))
@@ -107,8 +109,9 @@ def extract_diff(result: str) -> str | None:
 
 def file_diff(path: str, old: str | None, new: str) -> str:
     old_lines = [] if old is None else old.splitlines()
-    diff = difflib.unified_diff(old_lines, new.splitlines(), fromfile=f"a/{path}",
-                                tofile=f"b/{path}", lineterm="", n=2)
+    diff = difflib.unified_diff(
+        old_lines, new.splitlines(), fromfile=f"a/{path}", tofile=f"b/{path}", lineterm="", n=2
+    )
     return "\n".join(diff)
 
 
@@ -166,8 +169,15 @@ class MarkdownBlocks:
         return cut[0] if cut else ""
 
 
-_STYLES = {"bold": "1", "dim": "2", "italic": "3", "red": "31", "green": "32", "yellow": "33",
-           "cyan": "36"}
+_STYLES = {
+    "bold": "1",
+    "dim": "2",
+    "italic": "3",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "cyan": "36",
+}
 
 
 class Painter:
@@ -183,16 +193,23 @@ class Painter:
         codes = ";".join(_STYLES[word] for word in style.split() if word in _STYLES)
         if not codes or not self.color:
             return text
-        return "\n".join(f"\x1b[{codes}m{line}\x1b[0m" if line else line
-                         for line in text.split("\n"))
+        return "\n".join(
+            f"\x1b[{codes}m{line}\x1b[0m" if line else line for line in text.split("\n")
+        )
 
     def markdown(self, text: str) -> str:
         from rich.console import Console
         from rich.markdown import Markdown
 
-        console = Console(file=io.StringIO(), width=terminal_width(), force_terminal=self.color,
-                          color_system="auto" if self.color else None, highlight=False,
-                          emoji=False, legacy_windows=False)
+        console = Console(
+            file=io.StringIO(),
+            width=terminal_width(),
+            force_terminal=self.color,
+            color_system="auto" if self.color else None,
+            highlight=False,
+            emoji=False,
+            legacy_windows=False,
+        )
         console.print(Markdown(text, code_theme="monokai", hyperlinks=False))
         out = console.file
         assert isinstance(out, io.StringIO)
@@ -386,10 +403,14 @@ class Renderer:
         if view.state == "writing":
             partial = " ".join(self._md.partial_line.split())
             if len(partial) > width - 10:
-                partial = "…" + partial[-(width - 11):]
+                partial = "…" + partial[-(width - 11) :]
             return f"writing… {partial}".rstrip()
-        labels = {"thinking": "thinking…", "reasoning": "reasoning…",
-                  "compressing": "compressing context…", "retrying": "retrying…"}
+        labels = {
+            "thinking": "thinking…",
+            "reasoning": "reasoning…",
+            "compressing": "compressing context…",
+            "retrying": "retrying…",
+        }
         label = labels.get(view.state, f"{view.state}…")
         return clip(f"{label} {view.detail}".strip(), width)
 

@@ -24,8 +24,12 @@ if TYPE_CHECKING:
 
 def relative_time(timestamp: float, now: float | None = None) -> str:
     seconds = max(0.0, (now if now is not None else time.time()) - timestamp)
-    for limit, unit, size in ((60, "", 1), (3600, "m", 60), (86400, "h", 3600),
-                              (7 * 86400, "d", 86400)):
+    for limit, unit, size in (
+        (60, "", 1),
+        (3600, "m", 60),
+        (86400, "h", 3600),
+        (7 * 86400, "d", 86400),
+    ):
         if seconds < limit:
             return "just now" if not unit else f"{int(seconds // size)}{unit} ago"
     return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d")
@@ -43,8 +47,10 @@ def session_table(infos: list[SessionInfo], width: int = 80, now: float | None =
     id_width = max(len(info.id) for info in infos)
     fixed = id_width + 2 + 18 + 2 + 9 + 2 + 5 + 2
     preview_width = max(10, width - fixed)
-    header = (f"{'ID'.ljust(id_width)}  {'TITLE'.ljust(18)}  {'ACTIVE'.ljust(9)}  "
-              f"{'MSGS':>5}  FIRST MESSAGE")
+    header = (
+        f"{'ID'.ljust(id_width)}  {'TITLE'.ljust(18)}  {'ACTIVE'.ljust(9)}  "
+        f"{'MSGS':>5}  FIRST MESSAGE"
+    )
     rows = [header]
     for info in infos:
         rows.append(
@@ -77,7 +83,9 @@ def export_markdown(info: SessionInfo, messages: list[dict[str, Any]]) -> str:
     lines.append(f"- session: `{info.id}`")
     if info.model:
         lines.append(f"- model: {info.provider + ':' if info.provider else ''}{info.model}")
-    lines.append(f"- created: {datetime.fromtimestamp(info.created_at).isoformat(timespec='seconds')}")
+    lines.append(
+        f"- created: {datetime.fromtimestamp(info.created_at).isoformat(timespec='seconds')}"
+    )
     lines.append(f"- messages: {len(messages)}")
     names: dict[str, str] = {}
     for message in messages:
@@ -114,8 +122,10 @@ def export_jsonl(messages: list[dict[str, Any]]) -> str:
 def session_header(info: SessionInfo) -> str:
     usage = info.usage or {}
     parts = [f"session {info.id}" + (f"  “{info.title}”" if info.title else "")]
-    detail = [f"{info.message_count} messages",
-              f"created {datetime.fromtimestamp(info.created_at).strftime('%Y-%m-%d %H:%M')}"]
+    detail = [
+        f"{info.message_count} messages",
+        f"created {datetime.fromtimestamp(info.created_at).strftime('%Y-%m-%d %H:%M')}",
+    ]
     if info.model:
         detail.insert(0, f"{info.provider + ':' if info.provider else ''}{info.model}")
     if usage.get("total_tokens"):
@@ -161,8 +171,10 @@ def _list(store: SessionStore, args: argparse.Namespace) -> int:
 
 def _resolved(store: SessionStore, args: argparse.Namespace) -> SessionInfo | None:
     if not args.ref:
-        print(f"talaria: sessions {args.action} needs a session id, title or 'latest'",
-              file=sys.stderr)
+        print(
+            f"talaria: sessions {args.action} needs a session id, title or 'latest'",
+            file=sys.stderr,
+        )
         return None
     info = store.get_session(store.resolve(args.ref))
     if info is None:

@@ -27,10 +27,20 @@ if TYPE_CHECKING:
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.DOTALL)
 
-KNOWN_PROVIDERS = frozenset({
-    "openai", "anthropic", "openrouter", "custom", "codex", "openai-codex",
-    "ollama", "vllm", "llamacpp", "lmstudio",
-})
+KNOWN_PROVIDERS = frozenset(
+    {
+        "openai",
+        "anthropic",
+        "openrouter",
+        "custom",
+        "codex",
+        "openai-codex",
+        "ollama",
+        "vllm",
+        "llamacpp",
+        "lmstudio",
+    }
+)
 """Provider names `/model provider:model` recognises (model ids may contain ':' too)."""
 
 
@@ -106,8 +116,10 @@ class SlashRegistry:
 
     def help_text(self) -> str:
         width = max(len(f"/{c.name} {c.usage}".rstrip()) for c in self._commands.values())
-        return "\n".join(f"  {f'/{c.name} {c.usage}'.rstrip().ljust(width)}  {c.summary}"
-                         for c in self._commands.values())
+        return "\n".join(
+            f"  {f'/{c.name} {c.usage}'.rstrip().ljust(width)}  {c.summary}"
+            for c in self._commands.values()
+        )
 
 
 def parse_command(line: str) -> tuple[str, str] | None:
@@ -155,8 +167,9 @@ def _sessions(host: CommandHost, arg: str) -> None:
     from talaria.cli.render import terminal_width
     from talaria.cli.sessions import session_table
 
-    host.renderer.write(session_table(host.agent.store.list_sessions(limit=10),
-                                      width=terminal_width()))
+    host.renderer.write(
+        session_table(host.agent.store.list_sessions(limit=10), width=terminal_width())
+    )
 
 
 def _resume(host: CommandHost, arg: str) -> None:
@@ -246,8 +259,9 @@ def _yolo(host: CommandHost, arg: str) -> None:
     approvals = host.agent.approvals
     approvals.mode = "manual" if approvals.mode == "off" else "off"
     if approvals.mode == "off":
-        host.renderer.note("· yolo on: commands run without asking (the hard floor still holds)",
-                           "yellow")
+        host.renderer.note(
+            "· yolo on: commands run without asking (the hard floor still holds)", "yellow"
+        )
     else:
         host.renderer.note("· yolo off: dangerous commands ask first")
 
@@ -294,8 +308,9 @@ def build_registry() -> SlashRegistry:
     for command in (
         SlashCommand("help", "list the commands", _help, immediate=True),
         SlashCommand("new", "start a new session", _new),
-        SlashCommand("resume", "resume a past session", _resume, "[id|title]",
-                     completes_sessions=True),
+        SlashCommand(
+            "resume", "resume a past session", _resume, "[id|title]", completes_sessions=True
+        ),
         SlashCommand("sessions", "list recent sessions", _sessions, immediate=True),
         SlashCommand("title", "show or set this session's title", _title, "[text]"),
         SlashCommand("model", "show or switch the model", _model, "[provider:model]"),
@@ -306,8 +321,7 @@ def build_registry() -> SlashRegistry:
         SlashCommand("stop", "interrupt the running turn", _stop, immediate=True),
         SlashCommand("retry", "send the last message again", _retry),
         SlashCommand("undo", "drop the last exchange", _undo),
-        SlashCommand("reasoning", "show or hide the model's reasoning", _reasoning,
-                     immediate=True),
+        SlashCommand("reasoning", "show or hide the model's reasoning", _reasoning, immediate=True),
         SlashCommand("quit", "leave (also Ctrl+D)", _quit, immediate=True),
     ):
         registry.add(command)
@@ -335,8 +349,9 @@ class SlashCompleter(Completer):
         if not space:
             for command in self.registry.commands():
                 if command.name.startswith(name):
-                    yield Completion(f"/{command.name}", start_position=-len(text),
-                                     display_meta=command.summary)
+                    yield Completion(
+                        f"/{command.name}", start_position=-len(text), display_meta=command.summary
+                    )
             return
         target = self.registry.get(name)
         if target is None or not target.completes_sessions:
@@ -345,6 +360,9 @@ class SlashCompleter(Completer):
         for title, session_id in self.titles():
             for candidate in (title, session_id):
                 if candidate and candidate.lower().startswith(needle):
-                    yield Completion(candidate, start_position=-len(arg),
-                                     display_meta=session_id if candidate == title else title)
+                    yield Completion(
+                        candidate,
+                        start_position=-len(arg),
+                        display_meta=session_id if candidate == title else title,
+                    )
                     break

@@ -99,8 +99,14 @@ class Compressor(ContextEngine):
         self.tracker.reset()
         if after > before * (1 - MIN_GAIN):
             self._stalled = True
-        log.info("compressed %d -> %d messages (~%d -> ~%d tokens), session %s", len(history),
-                 len(compressed), before, after, new_id)
+        log.info(
+            "compressed %d -> %d messages (~%d -> ~%d tokens), session %s",
+            len(history),
+            len(compressed),
+            before,
+            after,
+            new_id,
+        )
         rt.emit(Notice("info", f"{note}; continuing in session {new_id}"))
         return True
 
@@ -115,8 +121,9 @@ class Compressor(ContextEngine):
 
             configured = self.config.get("model.context_length")
             metadata = None if configured else await self._endpoint_window(rt)
-            size, source = context_window(entry.model, configured=configured,
-                                          endpoint_metadata=metadata)
+            size, source = context_window(
+                entry.model, configured=configured, endpoint_metadata=metadata
+            )
             log.info("context window of %s: %d tokens (%s)", key, size, source)
             self._windows[key] = int(size)
         return self._windows[key]
@@ -173,8 +180,10 @@ class Compressor(ContextEngine):
             )
         trimmed, count = trim_tool_outputs(history, start, end)
         if count == 0:
-            return None, ("compression failed: no summary could be written and there is no "
-                          "old tool output to trim")
+            return None, (
+                "compression failed: no summary could be written and there is no "
+                "old tool output to trim"
+            )
         return trimmed, f"no summary could be written; trimmed {count} old tool outputs instead"
 
     async def _summarise(self, rt: Runtime, window: list[Message], focus: str | None) -> str:

@@ -46,7 +46,9 @@ def load_context_engine(config: Config, runtime: Runtime) -> ContextEngine | Non
     target = ENGINES.get(name, name)
     module_name, _, class_name = target.partition(":")
     if not class_name:
-        raise ValueError(f"context.engine must be 'default', 'none' or 'module:Class', got {name!r}")
+        raise ValueError(
+            f"context.engine must be 'default', 'none' or 'module:Class', got {name!r}"
+        )
     engine_class = getattr(importlib.import_module(module_name), class_name)
     engine = engine_class(config, runtime)
     if not isinstance(engine, ContextEngine):

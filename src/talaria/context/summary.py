@@ -85,7 +85,7 @@ def clean_summary(text: str | None) -> str:
     """The model's answer without the fences it may have copied from the prompt."""
     cleaned = (text or "").strip()
     if cleaned.startswith(SUMMARY_HEADER):
-        cleaned = cleaned[len(SUMMARY_HEADER):].strip()
+        cleaned = cleaned[len(SUMMARY_HEADER) :].strip()
     match = _SUMMARY_RE.search(cleaned)
     return (match.group(1) if match else cleaned).strip()
 
@@ -124,7 +124,7 @@ def transcript(messages: Sequence[Message], *, max_chars: int) -> str:
         head.append(block)
         used += len(block) + 2
     tail: list[str] = []
-    for block in reversed(blocks[len(head):]):
+    for block in reversed(blocks[len(head) :]):
         if used + len(block) > max_chars:
             break
         tail.append(block)
@@ -181,4 +181,3 @@ def trim_tool_outputs(
             trimmed += 1
         result.append(message)
     return result, trimmed
-

@@ -62,8 +62,9 @@ def assemble_runtime(agent: Agent) -> Runtime:
     )
     runtime = Runtime(
         config=config,
-        caller=ModelCaller(chain, agent.events, CallerSettings.from_config(config.get),
-                           credentials=credentials),
+        caller=ModelCaller(
+            chain, agent.events, CallerSettings.from_config(config.get), credentials=credentials
+        ),
         tools=tools,
         executor=executor,
         hooks=agent.hooks,
@@ -91,33 +92,45 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
         entries.append(ChainEntry(spec=None, fixed_client=model))
         credentials.append(None)
     else:
-        entries.append(ChainEntry(spec=resolve_spec(
-            model=model or config.get("model.default"),
-            provider=args["provider"] or config.get("model.provider"),
-            base_url=args["base_url"] or config.get("model.base_url"),
-            api_key=args["api_key"] or config.get("model.api_key"),
-            api_mode=args["api_mode"] or config.get("model.api_mode"),
-        )))
-        credentials.append(CredentialSource(
-            refresh=config.get("model.api_key_refresh"),
-            command=config.get("model.api_key_command"),
-            read_config=lambda: _file_key(agent),
-        ))
+        entries.append(
+            ChainEntry(
+                spec=resolve_spec(
+                    model=model or config.get("model.default"),
+                    provider=args["provider"] or config.get("model.provider"),
+                    base_url=args["base_url"] or config.get("model.base_url"),
+                    api_key=args["api_key"] or config.get("model.api_key"),
+                    api_mode=args["api_mode"] or config.get("model.api_mode"),
+                )
+            )
+        )
+        credentials.append(
+            CredentialSource(
+                refresh=config.get("model.api_key_refresh"),
+                command=config.get("model.api_key_command"),
+                read_config=lambda: _file_key(agent),
+            )
+        )
     for fallback in agent._fallbacks:
         if not isinstance(fallback, dict):
             entries.append(ChainEntry(spec=None, fixed_client=fallback))
             credentials.append(None)
             continue
-        entries.append(ChainEntry(spec=resolve_spec(
-            model=fallback.get("model"),
-            provider=fallback.get("provider"),
-            base_url=fallback.get("base_url"),
-            api_key=fallback.get("api_key"),
-            api_mode=fallback.get("api_mode"),
-        )))
-        credentials.append(CredentialSource(
-            refresh=fallback.get("api_key_refresh"), command=fallback.get("api_key_command")
-        ))
+        entries.append(
+            ChainEntry(
+                spec=resolve_spec(
+                    model=fallback.get("model"),
+                    provider=fallback.get("provider"),
+                    base_url=fallback.get("base_url"),
+                    api_key=fallback.get("api_key"),
+                    api_mode=fallback.get("api_mode"),
+                )
+            )
+        )
+        credentials.append(
+            CredentialSource(
+                refresh=fallback.get("api_key_refresh"), command=fallback.get("api_key_command")
+            )
+        )
     return entries, credentials
 
 
@@ -183,8 +196,9 @@ def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> 
     info = store.get_session(session_id) if session_id else None
     if info is not None:
         history = store.load_messages(info.id)
-        handle = SessionHandle(info.id, store, system_message or info.system_prompt, history,
-                               next_seq=len(history))
+        handle = SessionHandle(
+            info.id, store, system_message or info.system_prompt, history, next_seq=len(history)
+        )
         todos = store.get_state(info.id, "todos")
         if todos:
             runtime.services.todos = type(runtime.services.todos).from_json(todos)
@@ -229,9 +243,11 @@ def _system_prompt(agent: Agent, runtime: Runtime) -> str:
     from talaria.prompt.builder import PromptInputs, build_system_prompt
 
     memory = runtime.services.memory
-    return build_system_prompt(PromptInputs(
-        home=agent.home,
-        cwd=Path(agent.cwd),
-        tool_names=list(runtime.tools),
-        memory_snapshot=memory.snapshot() if memory is not None else "",
-    ))
+    return build_system_prompt(
+        PromptInputs(
+            home=agent.home,
+            cwd=Path(agent.cwd),
+            tool_names=list(runtime.tools),
+            memory_snapshot=memory.snapshot() if memory is not None else "",
+        )
+    )

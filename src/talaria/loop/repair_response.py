@@ -157,8 +157,13 @@ class _Repair:
             return False
         self.parts.append(text)
         if len(self.parts) > MAX_CONTINUATIONS:
-            self.caller.emit(Notice("warning", f"the answer is still cut off by the output limit "
-                                               f"after {MAX_CONTINUATIONS} continuations"))
+            self.caller.emit(
+                Notice(
+                    "warning",
+                    f"the answer is still cut off by the output limit "
+                    f"after {MAX_CONTINUATIONS} continuations",
+                )
+            )
             return False
         base = self.build([])
         so_far = {"role": "assistant", "content": "".join(self.parts)}
@@ -183,8 +188,12 @@ class _Repair:
             self.max_tokens *= 2
         names = ", ".join(call.name for call in result.response.tool_calls)
         grown = f" with max_tokens {self.max_tokens}" if self.max_tokens is not None else ""
-        self.caller.emit(Notice("warning", f"tool call ({names}) cut off by the output limit; "
-                                           f"not run; asking again{grown}"))
+        self.caller.emit(
+            Notice(
+                "warning",
+                f"tool call ({names}) cut off by the output limit; not run; asking again{grown}",
+            )
+        )
         self.request = replace(self.build([TRUNCATED_NOTE]), max_tokens=self.max_tokens)
 
     def _empty(self, verdict: Verdict) -> None:

@@ -57,8 +57,13 @@ async def run_turn(
 ) -> TurnState:
     rt.caller.start_turn()
     active = rt.caller.chain.active
-    state = TurnState(task_id=task_id, budget=IterationBudget(rt.max_iterations),
-                      model=active.model, provider=active.provider, api_mode=active.api_mode)
+    state = TurnState(
+        task_id=task_id,
+        budget=IterationBudget(rt.max_iterations),
+        model=active.model,
+        provider=active.provider,
+        api_mode=active.api_mode,
+    )
     rt.emit(TurnStarted(task_id, session.id, user_message))
     session.append({"role": "user", "content": user_message})
     try:
@@ -103,8 +108,14 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             state.exit_reason = "loop_detected"
             return
         halt = await _run_tools(rt, session, state, response.tool_calls, set(decision.refused))
-        rt.emit(StepFinished(state.api_calls, state.api_calls,
-                             [call.name for call in response.tool_calls], response.text))
+        rt.emit(
+            StepFinished(
+                state.api_calls,
+                state.api_calls,
+                [call.name for call in response.tool_calls],
+                response.text,
+            )
+        )
         if rt.interrupt.is_set:
             raise Interrupted
         if halt:
@@ -132,12 +143,12 @@ async def _call(
             rt.tool_schemas,
             stream=rt.stream,
             max_tokens=config.get("model.max_tokens"),
-            cache_ttl=(config.get("prompt_caching.ttl")
-                       if config.get("prompt_caching.enabled") else None),
+            cache_ttl=(
+                config.get("prompt_caching.ttl") if config.get("prompt_caching.enabled") else None
+            ),
             tool_choice=tool_choice,
         )
-        rt.hooks.emit("pre_llm_call", request=request, session_id=session.id,
-                      task_id=state.task_id)
+        rt.hooks.emit("pre_llm_call", request=request, session_id=session.id, task_id=state.task_id)
         return request
 
     stream = EventStream(rt.emit, state.api_calls + 1)
@@ -216,8 +227,9 @@ async def _run_tools(
     batch = await rt.executor.run_batch(runnable, make_context, rt.interrupt, rt.emit)
     results = iter(batch.messages)
     refusals = iter(_unrun([calls[index] for index in sorted(refused)], REFUSED_RESULT))
-    session.append(*(next(refusals if index in refused else results)
-                     for index in range(len(calls))))
+    session.append(
+        *(next(refusals if index in refused else results) for index in range(len(calls)))
+    )
     return batch.halt
 
 
@@ -228,8 +240,9 @@ def _unrun(calls: list[ToolCall], content: str) -> list[Message]:
 
 async def _summarise(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
     """Exactly one tool-free request asking for a summary, then stop."""
-    rt.emit(Notice("warning", f"iteration budget of {state.budget.limit} reached; asking for a "
-                              "summary"))
+    rt.emit(
+        Notice("warning", f"iteration budget of {state.budget.limit} reached; asking for a summary")
+    )
     response = await _call(rt, session, state, [SUMMARY_REQUEST], tool_choice="none")
     message = response.to_message()
     message.pop("tool_calls", None)
@@ -240,7 +253,9 @@ async def _summarise(rt: Runtime, session: SessionHandle, state: TurnState) -> N
     state.exit_reason = "max_iterations_reached"
 
 
-def result_dict(state: TurnState, session: SessionHandle, interrupt_message: str | None) -> dict[str, Any]:
+def result_dict(
+    state: TurnState, session: SessionHandle, interrupt_message: str | None
+) -> dict[str, Any]:
     failed = state.exit_reason.startswith("failed")
     result: dict[str, Any] = {
         "final_response": state.final_response,

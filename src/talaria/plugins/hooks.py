@@ -65,7 +65,9 @@ class HookBus:
             except Exception:
                 log.exception("plugin hook %s (%s) failed; skipped", name, _label(hook))
 
-    def pre_tool_call(self, tool_name: str, arguments: dict[str, Any], **kwargs: Any) -> PreToolOutcome:
+    def pre_tool_call(
+        self, tool_name: str, arguments: dict[str, Any], **kwargs: Any
+    ) -> PreToolOutcome:
         """Fold the guards: a hook may return None, {"block": reason}, {"arguments": {...}}
         or {"approve": True}. An exception or a timeout blocks the call (fail closed)."""
         outcome = PreToolOutcome(arguments=arguments)
@@ -78,7 +80,9 @@ class HookBus:
                 return PreToolOutcome(arguments, blocked=f"plugin guard {_label(hook)} timed out")
             except Exception as exc:
                 log.exception("pre_tool_call hook %s failed; blocking the call", _label(hook))
-                return PreToolOutcome(arguments, blocked=f"plugin guard {_label(hook)} failed: {exc}")
+                return PreToolOutcome(
+                    arguments, blocked=f"plugin guard {_label(hook)} failed: {exc}"
+                )
             outcome = _fold(outcome, answer)
             if outcome.blocked:
                 return outcome

@@ -24,10 +24,15 @@ ENTRY_POINT_GROUP = "talaria.plugins"
 def load_plugins(bus: HookBus, home: Path, explicit: Iterable[Any] = ()) -> list[str]:
     """Register every plugin found; returns the names of those that loaded."""
     loaded: list[str] = []
-    for name, plugin in [*_entry_point_plugins(), *_home_plugins(home / "plugins"),
-                         *((repr(p), p) for p in explicit)]:
+    for name, plugin in [
+        *_entry_point_plugins(),
+        *_home_plugins(home / "plugins"),
+        *((repr(p), p) for p in explicit),
+    ]:
         try:
-            register = plugin if callable(plugin) and not hasattr(plugin, "register") else plugin.register
+            register = (
+                plugin if callable(plugin) and not hasattr(plugin, "register") else plugin.register
+            )
             register(bus)
         except Exception:
             log.exception("plugin %s failed to load; skipped", name)

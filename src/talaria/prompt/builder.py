@@ -81,9 +81,8 @@ def _skills_index(home: Path) -> str:
         entries.append(f"- {name}: {description}" if description else f"- {name}")
     if not entries:
         return ""
-    return (
-        "# Skills\nRead a skill's SKILL.md (under "
-        f"{skills_dir}) before using it.\n" + "\n".join(entries)
+    return f"# Skills\nRead a skill's SKILL.md (under {skills_dir}) before using it.\n" + "\n".join(
+        entries
     )
 
 

@@ -40,8 +40,12 @@ async def side_call(
         except ProviderError as error:
             last_error = error
             log.warning("auxiliary %s call on %s failed: %s", task, label, error)
-            rt.emit(Notice("warning", f"{task} model {label} failed ({error.kind.value}); "
-                                      "trying the next one"))
+            rt.emit(
+                Notice(
+                    "warning",
+                    f"{task} model {label} failed ({error.kind.value}); trying the next one",
+                )
+            )
             continue
         finally:
             if owned:
@@ -100,6 +104,5 @@ def _spec(rt: Runtime, entry: dict[str, Any]) -> ProviderSpec:
 def _count_usage(rt: Runtime, client: ModelClient, response: ModelResponse) -> None:
     from talaria.providers.pricing import estimate_cost
 
-    response.usage.estimated_cost_usd = estimate_cost(client.model, response.usage,
-                                                      client.provider)
+    response.usage.estimated_cost_usd = estimate_cost(client.model, response.usage, client.provider)
     rt.add_side_usage(response.usage)

@@ -136,8 +136,9 @@ class ModelCaller:
         if not self.chain.advance():
             return False
         active = self.chain.active
-        self.emit(Notice("warning", f"{previous.label} failed ({reason}); "
-                                    f"falling back to {active.label}"))
+        self.emit(
+            Notice("warning", f"{previous.label} failed ({reason}); falling back to {active.label}")
+        )
         self.emit(StatusChanged("fallback", active.label))
         return True
 
@@ -163,13 +164,23 @@ class ModelCaller:
             return _Next.STOP
         has_next = self.chain.position + 1 < len(self.chain.entries)
         if text_seen and (step is _Next.SAME or has_next):
-            self.emit(Notice("warning", f"{entry.label}: the answer broke off "
-                                        f"({error.kind.value}); retrying; the partial answer "
-                                        "above is discarded"))
+            self.emit(
+                Notice(
+                    "warning",
+                    f"{entry.label}: the answer broke off "
+                    f"({error.kind.value}); retrying; the partial answer "
+                    "above is discarded",
+                )
+            )
         if delay is not None:
-            self.emit(Notice("warning", f"{entry.label}: {error.kind.value}; retrying in "
-                                        f"{delay:.2g} s (attempt {tries + 1} of "
-                                        f"{self.settings.retry.max_attempts})"))
+            self.emit(
+                Notice(
+                    "warning",
+                    f"{entry.label}: {error.kind.value}; retrying in "
+                    f"{delay:.2g} s (attempt {tries + 1} of "
+                    f"{self.settings.retry.max_attempts})",
+                )
+            )
             self.emit(StatusChanged("retrying", entry.label))
             await interrupt.sleep(delay)
         return step
@@ -181,8 +192,10 @@ class ModelCaller:
             return None
         delay = policy.delay(tries, error.retry_after)
         if delay is None:
-            error.message += (f" (the provider asks to wait {error.retry_after:g} s, longer than "
-                              f"retry.max_delay {policy.max_delay:g} s)")
+            error.message += (
+                f" (the provider asks to wait {error.retry_after:g} s, longer than "
+                f"retry.max_delay {policy.max_delay:g} s)"
+            )
         return delay
 
     async def _refresh(
@@ -200,8 +213,12 @@ class ModelCaller:
         await entry.aclose()
         entry.replace_spec(spec.with_key(key))
         status = error.status or "auth"
-        self.emit(Notice("warning", f"{entry.label}: credential rejected ({status}); retrying "
-                                    "with a refreshed key"))
+        self.emit(
+            Notice(
+                "warning",
+                f"{entry.label}: credential rejected ({status}); retrying with a refreshed key",
+            )
+        )
         return True
 
 

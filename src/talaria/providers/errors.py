@@ -54,7 +54,7 @@ class ProviderError(Exception):
         """True when visible output had already been streamed before the failure."""
 
     def __str__(self) -> str:
-        where = f"{self.provider}/{self.model}" if self.provider else self.model
+        where = "/".join(part for part in (self.provider, self.model) if part)
         status = f" {self.status}" if self.status else ""
-        prefix = f"[{where}{status}] " if where or status else ""
+        prefix = f"[{where}{status}] ".replace("[ ", "[") if where or status else ""
         return f"{prefix}{self.kind.value}: {self.message}"

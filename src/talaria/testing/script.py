@@ -89,7 +89,9 @@ def text(content: str, **kwargs: Any) -> Reply:
 
 def call(name: str, arguments: dict[str, Any] | str | None = None, **kwargs: Any) -> Reply:
     """A single tool call."""
-    return Reply(tool_calls=[ScriptedCall(name, arguments if arguments is not None else {})], **kwargs)
+    return Reply(
+        tool_calls=[ScriptedCall(name, arguments if arguments is not None else {})], **kwargs
+    )
 
 
 def calls(*items: tuple[str, dict[str, Any] | str], **kwargs: Any) -> Reply:

@@ -64,7 +64,9 @@ def select_tools(
         raise ValueError(
             f"unknown toolset(s): {', '.join(unknown)}; available: {', '.join(TOOLSETS)}"
         )
-    selected = [t for t in builtin_tools() if t.toolset in chosen and t.available()] if chosen else []
+    selected = (
+        [t for t in builtin_tools() if t.toolset in chosen and t.available()] if chosen else []
+    )
     names = {tool.name for tool in selected}
     for tool in extra:
         if tool.name in names:

@@ -23,19 +23,65 @@ if TYPE_CHECKING:
 _SQL_DANGER = re.compile(
     r"\b(drop\s+(database|schema|table)|truncate\b|flushall|flushdb|dropDatabase\s*\()", re.I
 )
-_PROTECTED_DIRS = frozenset({
-    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
-    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys",
-    "/usr", "/var", "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64", "/usr/local",
-    "/usr/share", "/usr/include", "/var/lib", "/var/log", "/System", "/Library",
-    "/Applications", "/Users", "/private",
-})
+_PROTECTED_DIRS = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/snap",
+        "/srv",
+        "/sys",
+        "/usr",
+        "/var",
+        "/usr/bin",
+        "/usr/sbin",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/local",
+        "/usr/share",
+        "/usr/include",
+        "/var/lib",
+        "/var/log",
+        "/System",
+        "/Library",
+        "/Applications",
+        "/Users",
+        "/private",
+    }
+)
 """Deleting (or chmod -R-ing) one of these, or its whole content, is never approvable."""
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh"})
 INTERPRETER = re.compile(r"(python|pypy)[\d.]*|perl|ruby|node|nodejs|php|lua|deno|bun")
-_DB_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "clickhouse-client", "mongo",
-                         "mongosh", "redis-cli", "cqlsh", "sqlcmd", "duckdb"})
+_DB_CLIENTS = frozenset(
+    {
+        "psql",
+        "mysql",
+        "mariadb",
+        "sqlite3",
+        "clickhouse-client",
+        "mongo",
+        "mongosh",
+        "redis-cli",
+        "cqlsh",
+        "sqlcmd",
+        "duckdb",
+    }
+)
 
 
 class Finding(NamedTuple):
@@ -269,9 +315,10 @@ def _git(argv: list[Arg], sc: Scanner) -> list[Finding]:
         i += 2 if argv[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
     sub, rest = (argv[i] if i < len(argv) else ""), argv[i + 1 :]
     flags = short_flags(rest)
-    if sub == "push" and ("f" in flags or any(
-        a.startswith(("--force", "--mirror")) or a.startswith("+") for a in rest
-    )):
+    if sub == "push" and (
+        "f" in flags
+        or any(a.startswith(("--force", "--mirror")) or a.startswith("+") for a in rest)
+    ):
         return [Finding("rewrites history on the remote", "git push --force")]
     if sub == "reset" and "--hard" in rest:
         return [Finding("discards uncommitted changes", "git reset --hard")]
@@ -323,11 +370,14 @@ def _blocked(pattern: str, reason: str) -> Rule:
 
 def _when_arg(pattern: str, reason: str, *triggers: str) -> Rule:
     """A finding when any argument (or a short option letter) is one of `triggers`."""
+
     def rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
         letters = short_flags(argv[1:])
-        hit = any(t in argv[1:] or (len(t) == 2 and t[0] == "-" and t[1] in letters)
-                  for t in triggers)
+        hit = any(
+            t in argv[1:] or (len(t) == 2 and t[0] == "-" and t[1] in letters) for t in triggers
+        )
         return [Finding(reason, pattern)] if hit else []
+
     return rule
 
 
@@ -336,16 +386,24 @@ def _first_positional(pattern: str, reason: str, *subcommands: str, blocked: boo
         positionals = operands(argv[1:])
         hit = bool(positionals) and positionals[0] in subcommands
         return [Finding(reason, pattern, blocked)] if hit else []
+
     return rule
 
 
 _REMOVAL = "removes installed packages"
 _REMOVERS: dict[str, tuple[str, ...]] = {
-    "apt": ("remove", "purge", "autoremove", "autopurge"), "apt-get": ("remove", "purge",
-    "autoremove"), "aptitude": ("remove", "purge"), "dnf": ("remove", "erase", "autoremove"),
-    "yum": ("remove", "erase", "autoremove"), "zypper": ("remove", "rm"), "brew": ("uninstall",
-    "remove", "rm"), "snap": ("remove",), "apk": ("del",), "conda": ("remove", "uninstall"),
-    "mamba": ("remove", "uninstall"), "port": ("uninstall",),
+    "apt": ("remove", "purge", "autoremove", "autopurge"),
+    "apt-get": ("remove", "purge", "autoremove"),
+    "aptitude": ("remove", "purge"),
+    "dnf": ("remove", "erase", "autoremove"),
+    "yum": ("remove", "erase", "autoremove"),
+    "zypper": ("remove", "rm"),
+    "brew": ("uninstall", "remove", "rm"),
+    "snap": ("remove",),
+    "apk": ("del",),
+    "conda": ("remove", "uninstall"),
+    "mamba": ("remove", "uninstall"),
+    "port": ("uninstall",),
 }
 
 
@@ -381,8 +439,10 @@ def _sql(argv: list[Arg], sc: Scanner) -> list[Finding]:
 def _writes(argv: list[Arg], sc: Scanner) -> list[Finding]:
     """tee FILE..., sed -i FILE...: every file argument is written."""
     name = program_name(argv[0])
-    if name == "sed" and not (re.search(r"(^|\s)-[a-zA-Z]*i", " ".join(argv[1:]))
-                              or any(a.startswith("--in-place") for a in argv)):
+    if name == "sed" and not (
+        re.search(r"(^|\s)-[a-zA-Z]*i", " ".join(argv[1:]))
+        or any(a.startswith("--in-place") for a in argv)
+    ):
         return []
     return [f for a in operands(argv[1:]) for f in write_target(a)]
 
@@ -400,10 +460,28 @@ def _copies(argv: list[Arg], sc: Scanner) -> list[Finding]:
 
 _POWER = "turns the machine off or restarts it"
 _RULES: dict[str, Rule] = {
-    "rm": rm_rule, "dd": _dd, "git": _git, "chmod": _chmod, "chown": _chown, "chgrp": _chown,
-    "kill": _kill, "find": _find, "ssh": _ssh, "cd": _cd, "eval": _eval, "source": _source, ".": _source, "su": _su,
-    "tee": _writes, "sed": _writes, "cp": _copies, "mv": _copies, "install": _copies,
-    "ln": _copies, "docker": _docker, "podman": _docker,
+    "rm": rm_rule,
+    "dd": _dd,
+    "git": _git,
+    "chmod": _chmod,
+    "chown": _chown,
+    "chgrp": _chown,
+    "kill": _kill,
+    "find": _find,
+    "ssh": _ssh,
+    "cd": _cd,
+    "eval": _eval,
+    "source": _source,
+    ".": _source,
+    "su": _su,
+    "tee": _writes,
+    "sed": _writes,
+    "cp": _copies,
+    "mv": _copies,
+    "install": _copies,
+    "ln": _copies,
+    "docker": _docker,
+    "podman": _docker,
     "pkill": _named("pkill", "kills processes by name"),
     "killall": _named("killall", "kills processes by name"),
     "shred": _named("shred", "destroys file contents beyond recovery"),
@@ -415,8 +493,16 @@ _RULES: dict[str, Rule] = {
     "nft": _when_arg("firewall flush", "removes every firewall rule", "flush"),
     "ufw": _first_positional("firewall flush", "turns the firewall off", "disable", "reset"),
     "history": _when_arg("history -c", "erases the shell history", "-c"),
-    "systemctl": _first_positional("systemctl reboot", _POWER, "poweroff", "reboot", "halt",
-                                   "kexec", "soft-reboot", blocked=True),
+    "systemctl": _first_positional(
+        "systemctl reboot",
+        _POWER,
+        "poweroff",
+        "reboot",
+        "halt",
+        "kexec",
+        "soft-reboot",
+        blocked=True,
+    ),
     "init": _first_positional("shutdown", _POWER, "0", "6", blocked=True),
     "telinit": _first_positional("shutdown", _POWER, "0", "6", blocked=True),
 }
@@ -442,5 +528,3 @@ def rule_for(name: str) -> Rule | None:
     if name.startswith("pip3."):
         return _packages
     return _interpreter if INTERPRETER.fullmatch(name) else None
-
-

@@ -32,12 +32,15 @@ from talaria.tools.shell_syntax import NAME, WRITE_REDIRECTS, Command, Word, par
 
 MAX_DEPTH = 8
 
-_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!",
-                       "{", "}", "esac"})
+_KEYWORDS = frozenset(
+    {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"}
+)
 _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly"})
 _BRACE_LIST = re.compile(r"([^{}]*)\{([^{}\s]*,[^{}\s]*)\}(.*)")
 _MAX_BRACE_WORDS = 64
-_FUNCTION_BODY = re.compile(r"\(\s*\)\s*\{([^}]{0,256})\}|\bfunction\s+(\S{1,64})\s*\{([^}]{0,256})\}")
+_FUNCTION_BODY = re.compile(
+    r"\(\s*\)\s*\{([^}]{0,256})\}|\bfunction\s+(\S{1,64})\s*\{([^}]{0,256})\}"
+)
 _FUNCTION_NAME = re.compile(r"([^\s(){};|&<>]{1,64})\s*$")
 """A function definition is found by its `() {` (or `function`), then its name is read
 backwards: anchoring on the cheap part keeps the scan linear on long input."""
@@ -46,9 +49,33 @@ _FETCHERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"}
 _DECODERS = frozenset({"base64", "base32", "xxd", "openssl", "uudecode", "gpg"})
 # wrapper name -> (options that take a value, operands before the wrapped command)
 _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "sudo": (frozenset({"-u", "-g", "-p", "-C", "-h", "-D", "-r", "-t", "-T", "-U", "--user",
-                        "--group", "--prompt", "--close-from", "--chdir", "--host", "--role",
-                        "--type", "--command-timeout", "--other-user"}), 0),
+    "sudo": (
+        frozenset(
+            {
+                "-u",
+                "-g",
+                "-p",
+                "-C",
+                "-h",
+                "-D",
+                "-r",
+                "-t",
+                "-T",
+                "-U",
+                "--user",
+                "--group",
+                "--prompt",
+                "--close-from",
+                "--chdir",
+                "--host",
+                "--role",
+                "--type",
+                "--command-timeout",
+                "--other-user",
+            }
+        ),
+        0,
+    ),
     "doas": (frozenset({"-u", "-C"}), 0),
     "env": (frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
     "nice": (frozenset({"-n", "--adjustment"}), 0),
@@ -61,9 +88,30 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "builtin": (frozenset(), 0),
     "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
-    "xargs": (frozenset({"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file",
-                         "--delimiter", "--eof", "--replace", "--max-lines", "--max-args",
-                         "--max-procs", "--max-chars", "--process-slot-var"}), 0),
+    "xargs": (
+        frozenset(
+            {
+                "-a",
+                "-d",
+                "-E",
+                "-I",
+                "-L",
+                "-n",
+                "-P",
+                "-s",
+                "--arg-file",
+                "--delimiter",
+                "--eof",
+                "--replace",
+                "--max-lines",
+                "--max-args",
+                "--max-procs",
+                "--max-chars",
+                "--process-slot-var",
+            }
+        ),
+        0,
+    ),
     "busybox": (frozenset(), 0),
     "watch": (frozenset({"-n", "--interval"}), 0),
     "unbuffer": (frozenset(), 0),
@@ -117,8 +165,12 @@ class Scanner:
             argvs = []
             for command in pipeline:
                 for word in [*command.words, *(target for _, target in command.redirects)]:
-                    found += [f for p in word.parts if p.kind in ("cmd", "proc")
-                              for f in self.nested(p.text)]
+                    found += [
+                        f
+                        for p in word.parts
+                        if p.kind in ("cmd", "proc")
+                        for f in self.nested(p.text)
+                    ]
                 argv = self._expand_command(command)
                 found += self.check(argv, command)
                 argvs.append(unwrap(argv)[0])
@@ -273,8 +325,11 @@ def is_fetcher(argv: list[Arg]) -> bool:
     if name not in _DECODERS:
         return False
     flags = short_flags(argv[1:])
-    return "d" in flags or "r" in flags or any(a in ("--decode", "-revert", "--decrypt")
-                                               for a in argv[1:])
+    return (
+        "d" in flags
+        or "r" in flags
+        or any(a in ("--decode", "-revert", "--decrypt") for a in argv[1:])
+    )
 
 
 def reads_program_from_stdin(argv: list[Arg]) -> bool:

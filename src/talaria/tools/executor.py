@@ -97,7 +97,9 @@ class ToolExecutor:
         for group in self._groups(calls):
             if interrupt.is_set:
                 break
-            results = await self._run_group([calls[i] for i in group], make_context, interrupt, emit)
+            results = await self._run_group(
+                [calls[i] for i in group], make_context, interrupt, emit
+            )
             for index, outcome in zip(group, results, strict=True):
                 outcomes[index] = outcome
             if any(o.halt for o in results):
@@ -105,8 +107,10 @@ class ToolExecutor:
         halt = next((o.halt for o in outcomes if o is not None and o.halt), None)
         messages = []
         for call, maybe in zip(calls, outcomes, strict=True):
-            outcome = maybe or CallOutcome(INTERRUPTED_RESULT if interrupt.is_set else
-                                           f"Not run: the turn stopped ({halt}).", True)
+            outcome = maybe or CallOutcome(
+                INTERRUPTED_RESULT if interrupt.is_set else f"Not run: the turn stopped ({halt}).",
+                True,
+            )
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
         return BatchResult(messages, halt)
 
@@ -146,7 +150,8 @@ class ToolExecutor:
                 if task not in done:
                     task.cancel()
             return [
-                task.result() if task in done and not task.cancelled()
+                task.result()
+                if task in done and not task.cancelled()
                 else CallOutcome(INTERRUPTED_RESULT, True)
                 for task in tasks
             ]
@@ -162,21 +167,37 @@ class ToolExecutor:
             emit(ToolStarted(call.id, call.name, arguments))
             outcome = CallOutcome(f"Error: {exc}", True)
         if not outcome.is_error:
-            content = self.hooks.transform_tool_result(call.name, outcome.content, arguments=arguments,
-                                                       task_id=ctx.task_id)
+            content = self.hooks.transform_tool_result(
+                call.name, outcome.content, arguments=arguments, task_id=ctx.task_id
+            )
             spill = self.settings.spill_dir
-            outcome.content = cap_result(content, limit=self._limit(call.name), spill_dir=spill,
-                                         call_id=call.id, tool_name=call.name)
-        self.hooks.emit("post_tool_call", tool_name=call.name, arguments=arguments,
-                        result=outcome.content, is_error=outcome.is_error, task_id=ctx.task_id)
-        emit(ToolFinished(call.id, call.name, outcome.content, outcome.is_error,
-                          time.monotonic() - started))
+            outcome.content = cap_result(
+                content,
+                limit=self._limit(call.name),
+                spill_dir=spill,
+                call_id=call.id,
+                tool_name=call.name,
+            )
+        self.hooks.emit(
+            "post_tool_call",
+            tool_name=call.name,
+            arguments=arguments,
+            result=outcome.content,
+            is_error=outcome.is_error,
+            task_id=ctx.task_id,
+        )
+        emit(
+            ToolFinished(
+                call.id, call.name, outcome.content, outcome.is_error, time.monotonic() - started
+            )
+        )
         return outcome
 
     def _limit(self, name: str) -> int:
         tool = self.tools.get(name)
-        return (tool.max_result_chars if tool and tool.max_result_chars else
-                self.settings.result_limit)
+        return (
+            tool.max_result_chars if tool and tool.max_result_chars else self.settings.result_limit
+        )
 
     def _resolve(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
         tool = self.tools.get(call.name)
@@ -186,14 +207,17 @@ class ToolExecutor:
         try:
             return tool, validate_arguments(tool.parameters, call.arguments)
         except ArgumentError as exc:
-            raise ToolError(f"invalid arguments for {call.name}: {exc}. The call was not "
-                            "executed; fix the arguments and call again.") from None
+            raise ToolError(
+                f"invalid arguments for {call.name}: {exc}. The call was not "
+                "executed; fix the arguments and call again."
+            ) from None
 
     async def _guarded(
         self, tool: Tool, call: ToolCall, arguments: dict[str, Any], ctx: ToolContext
     ) -> CallOutcome:
-        guard = self.hooks.pre_tool_call(call.name, arguments, task_id=ctx.task_id,
-                                         session_id=ctx.session_id)
+        guard = self.hooks.pre_tool_call(
+            call.name, arguments, task_id=ctx.task_id, session_id=ctx.session_id
+        )
         if guard.blocked:
             return CallOutcome(f"Blocked by a plugin: {guard.blocked}", True)
         if guard.arguments is not arguments:
@@ -213,18 +237,27 @@ class ToolExecutor:
     ) -> CallOutcome | None:
         """None when the call may run; otherwise the denial the model will read."""
         if assessment.blocked:
-            return CallOutcome(f"BLOCKED: {assessment.reason}. This is never allowed, in any "
-                               "mode; do not try to work around it.", True)
-        if pre_approved or self.approvals.mode == "off" or self.approvals.is_granted(
-            assessment.pattern
+            return CallOutcome(
+                f"BLOCKED: {assessment.reason}. This is never allowed, in any "
+                "mode; do not try to work around it.",
+                True,
+            )
+        if (
+            pre_approved
+            or self.approvals.mode == "off"
+            or self.approvals.is_granted(assessment.pattern)
         ):
             return None
         if self.approver is None:
-            return CallOutcome(f"Denied: this needs the user's approval ({assessment.reason}) "
-                               "and no one is available to approve it in this session. Do not "
-                               "retry it; find a safer way or tell the user what you need.", True)
-        request = ApprovalRequest(assessment.command, assessment.reason, tool_name, arguments,
-                                  assessment.pattern)
+            return CallOutcome(
+                f"Denied: this needs the user's approval ({assessment.reason}) "
+                "and no one is available to approve it in this session. Do not "
+                "retry it; find a safer way or tell the user what you need.",
+                True,
+            )
+        request = ApprovalRequest(
+            assessment.command, assessment.reason, tool_name, arguments, assessment.pattern
+        )
         loop = asyncio.get_running_loop()
         try:
             answer = await asyncio.wait_for(
@@ -232,15 +265,19 @@ class ToolExecutor:
                 timeout=self.settings.approval_timeout,
             )
         except TimeoutError:
-            return CallOutcome("Denied: the approval request timed out.", True,
-                               halt="approval timed out")
+            return CallOutcome(
+                "Denied: the approval request timed out.", True, halt="approval timed out"
+            )
         except Exception as exc:
             log.exception("approval callback failed")
             return CallOutcome(f"Denied: the approval could not be obtained ({exc}).", True)
         decision = str(answer).strip().lower() if answer is not None else "deny"
         if decision not in DECISIONS or decision == "deny":
-            return CallOutcome(f"Denied by the user: {assessment.command!r} was not approved. "
-                               "Do not retry it; ask the user how to proceed.", True)
+            return CallOutcome(
+                f"Denied by the user: {assessment.command!r} was not approved. "
+                "Do not retry it; ask the user how to proceed.",
+                True,
+            )
         self.approvals.record(decision, assessment.pattern)
         return None
 
@@ -266,7 +303,7 @@ class ToolExecutor:
         except Exception as exc:
             log.debug("tool %s raised", tool.name, exc_info=True)
             return CallOutcome(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", True)
-        return CallOutcome(serialise_result(value))
+        return CallOutcome(serialise_result(value), is_error=ctx.interrupt.is_set())
 
 
 def _is_barrier(tools: Mapping[str, Tool], call: ToolCall) -> bool:

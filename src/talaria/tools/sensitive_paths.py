@@ -15,15 +15,38 @@ from talaria.tools.approval import Assessment
 
 SHELL_STARTUP_FILES = frozenset(
     {
-        ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
-        ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".cshrc",
-        ".tcshrc", ".login", ".logout", ".config/fish/config.fish",
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".zlogout",
+        ".kshrc",
+        ".mkshrc",
+        ".cshrc",
+        ".tcshrc",
+        ".login",
+        ".logout",
+        ".config/fish/config.fish",
     }
 )
 """Relative to the user's home: code in these runs in every new shell."""
 
 SYSTEM_DIRS = (
-    "/usr", "/bin", "/sbin", "/boot", "/lib", "/lib32", "/lib64", "/libx32", "/sys", "/proc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/boot",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/sys",
+    "/proc",
     "/root",
 )
 """Writes below these change the machine, not a project (/etc has its own pattern). /opt, /srv
@@ -33,8 +56,10 @@ _BLOCK_DEVICE = re.compile(
     r"/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d"
     r"|mapper/|loop\d|sr\d|fd\d)"
 )
-_HARMLESS_DEVICES = re.compile(r"/dev/(null|zero|full|stdout|stderr|stdin|tty|random|urandom"
-                               r"|fd/\d+|pts/\d+|ptmx)$")
+_HARMLESS_DEVICES = re.compile(
+    r"/dev/(null|zero|full|stdout|stderr|stdin|tty|random|urandom"
+    r"|fd/\d+|pts/\d+|ptmx)$"
+)
 
 
 def is_block_device(path: str) -> bool:
@@ -77,7 +102,9 @@ def classify_write(path: Path) -> tuple[str, str] | None:
 def assess_file_write(path: Path, home: Path) -> Assessment | None:
     """The approval verdict for a file tool writing `path`; `home` is the talaria home, whose
     config.yaml and .env hold settings and secrets the agent must not rewrite on its own."""
-    guarded = {os.path.join(form, name) for form in _forms(home) for name in ("config.yaml", ".env")}
+    guarded = {
+        os.path.join(form, name) for form in _forms(home) for name in ("config.yaml", ".env")
+    }
     for form in _forms(path):
         if form in guarded:
             return Assessment(

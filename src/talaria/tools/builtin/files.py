@@ -104,8 +104,10 @@ def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = DEFAULT
         raise ToolError(f"offset {offset} is past the end of {target} ({total} lines)")
     last = offset + len(shown) - 1
     if last < total:
-        footer = f"(lines {offset}-{last} of {total}; call read_file with offset={last + 1} " \
-                 "to read more)"
+        footer = (
+            f"(lines {offset}-{last} of {total}; call read_file with offset={last + 1} "
+            "to read more)"
+        )
     else:
         footer = f"(lines {offset}-{last} of {total}; end of file)"
     return "\n".join([*shown, footer])
@@ -166,8 +168,10 @@ def _closest(text: str, old: str) -> str:
     for start, window in windows:
         matcher.set_seq1(window)
         scored.append((matcher.quick_ratio(), start, window))
-    best = max(sorted(scored, reverse=True)[:10],
-               key=lambda item: difflib.SequenceMatcher(None, item[2], old).ratio())
+    best = max(
+        sorted(scored, reverse=True)[:10],
+        key=lambda item: difflib.SequenceMatcher(None, item[2], old).ratio(),
+    )
     _, start, window = best
     numbered = "\n".join(f"{start + 1 + i}|{line}" for i, line in enumerate(window.splitlines()))
     return f"\nThe closest text in the file (lines {start + 1}-{start + width}):\n{numbered}"
@@ -190,8 +194,10 @@ def patch(
         text = _read_text(target)
         count = text.count(old_string)
         if count == 0:
-            raise ToolError(f"old_string was not found in {target}; it must match exactly, "
-                            f"including whitespace and indentation.{_closest(text, old_string)}")
+            raise ToolError(
+                f"old_string was not found in {target}; it must match exactly, "
+                f"including whitespace and indentation.{_closest(text, old_string)}"
+            )
         if count > 1 and not replace_all:
             where = ", ".join(map(str, _match_lines(text, old_string)[:10]))
             raise ToolError(
@@ -201,15 +207,20 @@ def patch(
         updated = text.replace(old_string, new_string, -1 if replace_all else 1)
         _atomic_write(target, updated.encode("utf-8", errors="surrogateescape"))
     return f"Patched {target}: {count if replace_all else 1} replacement(s).\n" + _diff(
-        text, updated, target, ctx.cwd)
+        text, updated, target, ctx.cwd
+    )
 
 
 def _diff(before: str, after: str, path: Path, cwd: Path) -> str:
     name = os.path.relpath(path, cwd) if path.is_relative_to(cwd) else str(path)
-    diff = "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{name}", tofile=f"b/{name}",
-    ))
+    diff = "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{name}",
+            tofile=f"b/{name}",
+        )
+    )
     if len(diff) > MAX_DIFF_CHARS:
         diff = diff[:MAX_DIFF_CHARS] + f"\n... [{len(diff) - MAX_DIFF_CHARS} chars of diff cut]"
     return diff
@@ -252,11 +263,26 @@ def _grep_python(regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[s
 
 def _grep_rg(rg: str, pattern: str, root: Path, ctx: ToolContext) -> list[str]:
     """ripgrep, read only as far as the cap (it respects .gitignore, which the fallback cannot)."""
-    command = [rg, "--line-number", "--no-heading", "--color", "never", "--max-columns",
-               str(MAX_MATCH_CHARS), "--max-columns-preview", "-e", pattern,
-               _display(root, ctx.cwd)]
-    proc = subprocess.Popen(command, cwd=ctx.cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = [
+        rg,
+        "--line-number",
+        "--no-heading",
+        "--color",
+        "never",
+        "--max-columns",
+        str(MAX_MATCH_CHARS),
+        "--max-columns-preview",
+        "-e",
+        pattern,
+        _display(root, ctx.cwd),
+    ]
+    proc = subprocess.Popen(
+        command,
+        cwd=ctx.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     found: list[str] = []
     for raw in proc.stdout:
@@ -303,19 +329,29 @@ def search_files(pattern: str, ctx: ToolContext, path: str = ".", target: str = 
     if not found:
         return f"No matches for {pattern!r} in {_display(root, ctx.cwd)}."
     if len(found) > MAX_MATCHES:
-        return "\n".join([*found[:MAX_MATCHES],
-                          f"(more than {MAX_MATCHES} matches; showing the first {MAX_MATCHES}. "
-                          "Narrow the pattern or the path.)"])
+        return "\n".join(
+            [
+                *found[:MAX_MATCHES],
+                f"(more than {MAX_MATCHES} matches; showing the first {MAX_MATCHES}. "
+                "Narrow the pattern or the path.)",
+            ]
+        )
     return "\n".join(found)
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required,
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
-_PATH = {"type": "string", "description": "File path, relative to the working directory or "
-         "absolute."}
+_PATH = {
+    "type": "string",
+    "description": "File path, relative to the working directory or absolute.",
+}
 
 READ_FILE_TOOL = Tool(
     name="read_file",
@@ -323,22 +359,32 @@ READ_FILE_TOOL = Tool(
         "Read a text file. Returns numbered lines as 'N|text', at most `limit` lines "
         f"(default {DEFAULT_LIMIT}) from line `offset` (1-based), and says how to read more."
     ),
-    parameters=_schema({
-        "path": _PATH,
-        "offset": {"type": "integer", "description": "First line to show (1-based)."},
-        "limit": {"type": "integer", "description": "How many lines to show."},
-    }, ["path"]),
-    handler=read_file, toolset="file", context_param="ctx",
+    parameters=_schema(
+        {
+            "path": _PATH,
+            "offset": {"type": "integer", "description": "First line to show (1-based)."},
+            "limit": {"type": "integer", "description": "How many lines to show."},
+        },
+        ["path"],
+    ),
+    handler=read_file,
+    toolset="file",
+    context_param="ctx",
 )
 WRITE_FILE_TOOL = Tool(
     name="write_file",
     description="Create or overwrite a file with the given content (parent folders are "
     "created). To change part of a file prefer patch.",
-    parameters=_schema({
-        "path": _PATH,
-        "content": {"type": "string", "description": "The complete new file content."},
-    }, ["path", "content"]),
-    handler=write_file, toolset="file", context_param="ctx",
+    parameters=_schema(
+        {
+            "path": _PATH,
+            "content": {"type": "string", "description": "The complete new file content."},
+        },
+        ["path", "content"],
+    ),
+    handler=write_file,
+    toolset="file",
+    context_param="ctx",
 )
 PATCH_TOOL = Tool(
     name="patch",
@@ -347,13 +393,18 @@ PATCH_TOOL = Tool(
         "(whitespace included) and only once, unless replace_all is true; include enough "
         "surrounding lines to make it unique. Returns a unified diff of the change."
     ),
-    parameters=_schema({
-        "path": _PATH,
-        "old_string": {"type": "string", "description": "The exact text to replace."},
-        "new_string": {"type": "string", "description": "The text to put in its place."},
-        "replace_all": {"type": "boolean", "description": "Replace every occurrence."},
-    }, ["path", "old_string", "new_string"]),
-    handler=patch, toolset="file", context_param="ctx",
+    parameters=_schema(
+        {
+            "path": _PATH,
+            "old_string": {"type": "string", "description": "The exact text to replace."},
+            "new_string": {"type": "string", "description": "The text to put in its place."},
+            "replace_all": {"type": "boolean", "description": "Replace every occurrence."},
+        },
+        ["path", "old_string", "new_string"],
+    ),
+    handler=patch,
+    toolset="file",
+    context_param="ctx",
 )
 
 SEARCH_FILES_TOOL = Tool(
@@ -364,12 +415,17 @@ SEARCH_FILES_TOOL = Tool(
         "glob (e.g. '*.py', 'src/**/test_*.py'); a plain word matches names containing it. "
         f"At most {MAX_MATCHES} results; hidden and vendored directories are skipped."
     ),
-    parameters=_schema({
-        "pattern": {"type": "string", "description": "Regex (content) or name glob (files)."},
-        "path": {"type": "string", "description": "Directory or file to search (default '.')."},
-        "target": {"type": "string", "enum": ["content", "files"]},
-    }, ["pattern"]),
-    handler=search_files, toolset="file", context_param="ctx",
+    parameters=_schema(
+        {
+            "pattern": {"type": "string", "description": "Regex (content) or name glob (files)."},
+            "path": {"type": "string", "description": "Directory or file to search (default '.')."},
+            "target": {"type": "string", "enum": ["content", "files"]},
+        },
+        ["pattern"],
+    ),
+    handler=search_files,
+    toolset="file",
+    context_param="ctx",
 )
 
 FILE_TOOLS = [READ_FILE_TOOL, WRITE_FILE_TOOL, PATCH_TOOL, SEARCH_FILES_TOOL]

@@ -30,7 +30,7 @@ POLL_TAIL = 2_000
 class BackgroundProcess:
     id: str
     command: str
-    task_id: str
+    owner: str
     proc: subprocess.Popen[bytes]
     log_path: Path
     started: float
@@ -67,7 +67,7 @@ class ProcessRegistry:
         self._ids = itertools.count(1)
         self._log_dir: Path | None = None
 
-    def start(self, command: str, cwd: str, task_id: str) -> BackgroundProcess:
+    def start(self, command: str, cwd: str, owner: str) -> BackgroundProcess:
         with self._lock:
             process_id = f"bg{next(self._ids)}"
             if self._log_dir is None:
@@ -86,24 +86,24 @@ class ProcessRegistry:
                 )
             except OSError as exc:
                 raise ToolError(f"could not start bash in {cwd}: {exc}") from None
-        started = BackgroundProcess(process_id, command, task_id, proc, log_path, time.monotonic())
+        started = BackgroundProcess(process_id, command, owner, proc, log_path, time.monotonic())
         with self._lock:
             self._processes[process_id] = started
         return started
 
-    def get(self, task_id: str, process_id: str | None) -> BackgroundProcess:
+    def get(self, owner: str, process_id: str | None) -> BackgroundProcess:
         if not process_id:
             raise ToolError("this action needs the id of a background process (e.g. 'bg1')")
         with self._lock:
             found = self._processes.get(process_id)
-        if found is None or found.task_id != task_id:
-            known = ", ".join(p.id for p in self.of_task(task_id)) or "none"
+        if found is None or found.owner != owner:
+            known = ", ".join(p.id for p in self.of_owner(owner)) or "none"
             raise ToolError(f"no background process {process_id!r}; this task has: {known}")
         return found
 
-    def of_task(self, task_id: str) -> list[BackgroundProcess]:
+    def of_owner(self, owner: str) -> list[BackgroundProcess]:
         with self._lock:
-            return [p for p in self._processes.values() if p.task_id == task_id]
+            return [p for p in self._processes.values() if p.owner == owner]
 
     def kill(self, process: BackgroundProcess) -> str:
         if process.proc.poll() is None:
@@ -111,9 +111,9 @@ class ProcessRegistry:
         code = process.proc.wait()
         return f"{process.id} stopped (exit code {code})."
 
-    def kill_task(self, task_id: str) -> None:
+    def kill_owner(self, owner: str) -> None:
         """Stop every background process a task started (call when the task ends)."""
-        for process in self.of_task(task_id):
+        for process in self.of_owner(owner):
             self.kill(process)
 
     def kill_all(self) -> None:
@@ -130,17 +130,17 @@ REGISTRY = ProcessRegistry()
 atexit.register(REGISTRY.kill_all)
 
 
-def kill_task_processes(task_id: str) -> None:
-    """Stop the background processes of a finished task."""
-    REGISTRY.kill_task(task_id)
+def kill_session_processes(owner: str) -> None:
+    """Stop the background processes of a session that ended."""
+    REGISTRY.kill_owner(owner)
 
 
 def process(action: str, ctx: ToolContext, id: str | None = None) -> str:
-    """List, poll, read the log of, or kill a background process of this task."""
+    """List, poll, read the log of, or kill a background process of this session."""
     if action == "list":
-        processes = REGISTRY.of_task(ctx.task_id)
+        processes = REGISTRY.of_owner(ctx.session_id)
         return "\n".join(p.status() for p in processes) or "No background processes."
-    target = REGISTRY.get(ctx.task_id, id)
+    target = REGISTRY.get(ctx.session_id, id)
     if action == "poll":
         return f"{target.status()}\nrecent output:\n{target.log_tail(POLL_TAIL)}"
     if action == "log":

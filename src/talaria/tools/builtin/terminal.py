@@ -169,13 +169,16 @@ def format_result(result: RunResult, timeout: float) -> str:
     """The text the model reads: output first, then how the command ended."""
     lines = [result.output.rstrip("\n") or "(no output)"]
     if result.stopped == "timeout":
-        lines.append(f"[timed out after {timeout:g} s: the command and its child processes "
-                     "were killed]")
+        lines.append(
+            f"[timed out after {timeout:g} s: the command and its child processes were killed]"
+        )
     elif result.stopped == "interrupt":
         lines.append("[interrupted by the user: the command and its child processes were killed]")
     if result.stragglers_killed:
-        lines.append("[background processes it left running were stopped; use "
-                     "terminal(background=true) for long-running processes]")
+        lines.append(
+            "[background processes it left running were stopped; use "
+            "terminal(background=true) for long-running processes]"
+        )
     lines.append(f"exit code: {result.exit_code}")
     return "\n".join(lines)
 
@@ -197,9 +200,11 @@ def terminal(
     if background:
         from talaria.tools.builtin.processes import REGISTRY
 
-        started = REGISTRY.start(command, str(ctx.cwd), ctx.task_id)
-        return (f"Started in the background as {started.id} (pid {started.pid}). Check it with "
-                f"process(action='poll', id='{started.id}'); stop it with action='kill'.")
+        started = REGISTRY.start(command, str(ctx.cwd), ctx.session_id)
+        return (
+            f"Started in the background as {started.id} (pid {started.pid}). Check it with "
+            f"process(action='poll', id='{started.id}'); stop it with action='kill'."
+        )
     limit = _timeout(timeout)
     return format_result(run_command(command, str(ctx.cwd), limit, ctx.interrupt), limit)
 
