@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from helpers import scripted_agent
 from talaria import Agent
 from talaria.testing import Reply, Script, ScriptedCall, ScriptedProvider, calls, text
 
@@ -36,14 +37,8 @@ def routed(router: Any) -> ScriptedProvider:
 
 
 def make_parent(server: ScriptedProvider, home: Path, **config: Any) -> Agent:
-    return Agent(
-        model="scripted-model",
-        base_url=server.openai_base_url,
-        api_key="k",
-        home=home,
-        cwd=home,
-        clarify_callback=lambda q, c: "x",
-        config={"context.engine": "none", **config},
+    return scripted_agent(
+        server, home, tools=[], toolsets=None, clarify_callback=lambda q, c: "x", config=config
     )
 
 

@@ -13,27 +13,16 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
-from talaria import Agent, tool
+from helpers import MODES, base_url, scripted_agent
+from talaria import Agent
 from talaria.context.engine import ContextEngine
 from talaria.providers.credentials import CredentialSource
 from talaria.providers.factory import ProviderSpec
 from talaria.testing.script import Fail, Reply, ScriptedCall, text
 from talaria.testing.server import ScriptedProvider
 
-MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
 FAST = {"context.engine": "none", "retry.base_delay": 0.01, "retry.max_delay": 1.0}
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "CUSTOM_API_KEY")
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first number
-        b: the second number
-    """
-    return a + b
 
 
 @pytest.fixture(autouse=True)
@@ -48,26 +37,11 @@ def backup() -> Iterator[ScriptedProvider]:
         yield server
 
 
-def url(server: ScriptedProvider, mode: str) -> str:
-    return server.anthropic_base_url if mode == "anthropic_messages" else server.openai_base_url
-
-
 def agent_for(
     server: ScriptedProvider, home: Path, mode: str = "chat_completions", **kwargs: Any
 ) -> Agent:
     config = {**FAST, **kwargs.pop("config", {})}
-    return Agent(
-        model="scripted-model",
-        base_url=url(server, mode),
-        api_key="old-key",
-        api_mode=mode,
-        home=home,
-        cwd=home,
-        tools=[add],
-        toolsets=[],
-        config=config,
-        **kwargs,
-    )
+    return scripted_agent(server, home, mode, api_key="old-key", config=config, **kwargs)
 
 
 def keys_sent(server: ScriptedProvider) -> list[str]:
@@ -231,7 +205,7 @@ def test_falling_back_to_another_api_mode_sends_a_valid_history(
     provider.add(thinking, Fail(500), Fail(500), Fail(500), text("five"))
     fallback = {
         "model": "other-model",
-        "base_url": url(provider, fallback_mode),
+        "base_url": base_url(provider, fallback_mode),
         "api_key": "k",
         "api_mode": fallback_mode,
     }

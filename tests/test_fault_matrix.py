@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from talaria import Agent, tool
+from helpers import MODES, base_url, scripted_agent
 from talaria.events import Event, Notice
 from talaria.testing.script import (
     Drop,
@@ -30,8 +30,6 @@ from talaria.testing.script import (
 )
 from talaria.testing.server import ScriptedProvider
 
-MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
-
 FAST = {
     "context.engine": "none",
     "retry.base_delay": 0.01,
@@ -41,17 +39,6 @@ FAST = {
 }
 
 STREAMED = "Several words that stream out in small pieces before the failure."
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first number
-        b: the second number
-    """
-    return a + b
 
 
 @dataclass
@@ -257,10 +244,6 @@ def servers() -> Iterator[tuple[ScriptedProvider, ScriptedProvider]]:
         yield primary, backup
 
 
-def base_url(server: ScriptedProvider, mode: str) -> str:
-    return server.anthropic_base_url if mode == "anthropic_messages" else server.openai_base_url
-
-
 def run_case(
     case: Case, mode: str, servers: tuple[ScriptedProvider, ScriptedProvider], home: Path
 ) -> tuple[dict[str, Any], list[Event]]:
@@ -278,15 +261,10 @@ def run_case(
             }
         ]
     events: list[Event] = []
-    with Agent(
-        model="scripted-model",
-        base_url=base_url(primary, mode),
-        api_key="test-key",
-        api_mode=mode,
-        home=home,
-        cwd=home,
-        tools=[add],
-        toolsets=[],
+    with scripted_agent(
+        primary,
+        home,
+        mode,
         fallback_providers=fallbacks,
         config={**FAST, **case.config},
         event_callback=events.append,

@@ -12,22 +12,10 @@ from typing import Any
 
 import pytest
 
+from helpers import MODES, add, scripted_agent, tool_results
 from talaria import Agent, tool
 from talaria.testing.script import Reply, ScriptedCall, calls, text
 from talaria.testing.server import ScriptedProvider
-
-MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: the first number
-        b: the second number
-    """
-    return a + b
 
 
 @tool
@@ -52,30 +40,9 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def provider():
-    with ScriptedProvider() as server:
-        yield server
-
-
 def make_agent(server: ScriptedProvider, mode: str, home: Path, **kwargs: Any) -> Agent:
-    base_url = server.anthropic_base_url if mode == "anthropic_messages" else server.openai_base_url
     kwargs.setdefault("tools", [add, nap, explode])
-    kwargs.setdefault("toolsets", [])
-    kwargs.setdefault("config", {"context.engine": "none"})
-    return Agent(
-        model="scripted-model",
-        base_url=base_url,
-        api_key="test-key",
-        api_mode=mode,
-        home=home,
-        cwd=home,
-        **kwargs,
-    )
-
-
-def tool_results(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["content"] for m in messages if m["role"] == "tool"]
+    return scripted_agent(server, home, mode, **kwargs)
 
 
 def test_text_answer(provider: ScriptedProvider, mode: str, tmp_path: Path) -> None:
@@ -104,7 +71,7 @@ def test_parallel_tools_run_together_and_keep_call_order(
         result = agent.run_conversation(user_message="go")
         elapsed = time.monotonic() - started
     assert result["final_response"] == "done"
-    assert tool_results(result["messages"]) == ["slept 1", "5", "slept 1"]
+    assert tool_results(result) == ["slept 1", "5", "slept 1"]
     assert elapsed < 1.9, f"two 1 s naps in parallel took {elapsed:.2f} s"
     assert provider.invalid_requests == []
 
@@ -124,7 +91,7 @@ def test_tool_failures_become_results_and_the_turn_goes_on(
     )
     with make_agent(provider, mode, tmp_path) as agent:
         result = agent.run_conversation(user_message="try things")
-    exploded, unknown, truncated = tool_results(result["messages"])
+    exploded, unknown, truncated = tool_results(result)
     assert "flux capacitor" in exploded and exploded.startswith("Error")
     assert "unknown tool" in unknown and "add" in unknown
     assert "not executed" in truncated
@@ -184,7 +151,7 @@ def test_interrupt_during_tools(provider: ScriptedProvider, mode: str, tmp_path:
         result = agent.run_conversation(user_message="wait")
         gate.set()
         assert result["interrupted"]
-        (interrupted,) = tool_results(result["messages"])
+        (interrupted,) = tool_results(result)
         assert interrupted.startswith("Interrupted")
         follow_up = agent.run_conversation(user_message="next")
     assert follow_up["final_response"] == "after interrupt"
@@ -266,6 +233,6 @@ def test_dangerous_command_without_approver_is_denied(
     )
     with make_agent(provider, mode, tmp_path, toolsets=["terminal"], tools=[]) as agent:
         result = agent.run_conversation(user_message="delete it")
-    (denied,) = tool_results(result["messages"])
+    (denied,) = tool_results(result)
     assert denied.startswith("Denied")
     assert victim.exists()

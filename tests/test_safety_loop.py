@@ -11,31 +11,15 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers import scripted_agent, tool_results
 from talaria import Agent
 from talaria.testing import ScriptedProvider, calls, text
 
 
-@pytest.fixture
-def provider():
-    with ScriptedProvider() as server:
-        yield server
-
-
 def make_agent(server: ScriptedProvider, home: Path, **kwargs: Any) -> Agent:
     kwargs.setdefault("toolsets", ["terminal"])
-    kwargs.setdefault("config", {"context.engine": "none"})
-    return Agent(
-        model="scripted-model",
-        base_url=server.openai_base_url,
-        api_key="k",
-        home=home,
-        cwd=home,
-        **kwargs,
-    )
-
-
-def results(agent_result: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in agent_result["messages"] if m["role"] == "tool"]
+    kwargs.setdefault("tools", [])
+    return scripted_agent(server, home, **kwargs)
 
 
 def rm_step(target: Path):
@@ -81,18 +65,16 @@ def test_always_is_remembered_by_a_new_agent(provider: ScriptedProvider, tmp_pat
         agent.run_conversation(user_message="first")
     with make_agent(provider, tmp_path) as headless:
         result = headless.run_conversation(user_message="second")
-    assert not target.exists(), results(result)
+    assert not target.exists(), tool_results(result)
 
 
 def test_hard_floor_is_blocked_even_in_yolo_mode(
     provider: ScriptedProvider, tmp_path: Path
 ) -> None:
     provider.add(calls(("terminal", {"command": "rm -rf /"})), text("refused"))
-    with make_agent(
-        provider, tmp_path, config={"approvals.mode": "off", "context.engine": "none"}
-    ) as agent:
+    with make_agent(provider, tmp_path, config={"approvals.mode": "off"}) as agent:
         result = agent.run_conversation(user_message="wipe")
-    (blocked,) = results(result)
+    (blocked,) = tool_results(result)
     assert blocked.startswith("BLOCKED")
 
 
@@ -112,7 +94,7 @@ def test_clarify_reaches_the_callback_and_the_answer_reaches_the_model(
     with make_agent(provider, tmp_path, toolsets=["clarify"], clarify_callback=clarify) as agent:
         result = agent.run_conversation(user_message="paint it")
     assert questions == [("Which colour?", ["red", "blue"])]
-    assert "blue" in results(result)[0]
+    assert "blue" in tool_results(result)[0]
     assert "blue" in str(provider.requests[-1].body["messages"][-1])
 
 
@@ -151,7 +133,7 @@ def test_plugin_guard_can_block_and_rewrite(provider: ScriptedProvider, tmp_path
     )
     with make_agent(provider, tmp_path, plugins=[Guard]) as agent:
         result = agent.run_conversation(user_message="go")
-    blocked, rewritten = results(result)
+    blocked, rewritten = tool_results(result)
     assert "policy says no" in blocked
     assert "rewritten" in rewritten
     assert len(seen) == 2
@@ -169,7 +151,7 @@ def test_failing_guard_blocks_the_call(provider: ScriptedProvider, tmp_path: Pat
     provider.add(calls(("terminal", {"command": f"touch {marker}"})), text("done"))
     with make_agent(provider, tmp_path, plugins=[register]) as agent:
         result = agent.run_conversation(user_message="go")
-    assert "guard crashed" in results(result)[0]
+    assert "guard crashed" in tool_results(result)[0]
     assert not marker.exists()
 
 
@@ -179,9 +161,7 @@ def test_interrupt_kills_a_running_command_and_its_children(
     pid_file = tmp_path / "pids"
     command = f"sleep 30 & echo $! >> {pid_file}; sleep 30 & echo $! >> {pid_file}; wait"
     provider.add(calls(("terminal", {"command": command})), text("next turn"))
-    with make_agent(
-        provider, tmp_path, config={"approvals.mode": "off", "context.engine": "none"}
-    ) as agent:
+    with make_agent(provider, tmp_path, config={"approvals.mode": "off"}) as agent:
         threading.Timer(1.0, agent.interrupt).start()
         started = time.monotonic()
         result = agent.run_conversation(user_message="sleep")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from talaria.callbacks import CallbackSink
 from talaria.config import Config, set_config_value
@@ -24,6 +25,8 @@ from talaria.tools.base import Tool
 if TYPE_CHECKING:
     from talaria.loop.runtime import Runtime
     from talaria.store.base import SessionStore
+
+T = TypeVar("T")
 
 
 class Agent:
@@ -103,14 +106,10 @@ class Agent:
         conversation_history: list[dict[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
-        coro = self.arun_conversation(user_message, system_message, conversation_history, task_id)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            if self._loop is None or self._loop.is_closed():
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(coro)
-        return _run_in_thread(coro)
+        result: dict[str, Any] = self._run_sync(
+            self.arun_conversation(user_message, system_message, conversation_history, task_id)
+        )
+        return result
 
     async def arun_conversation(
         self,
@@ -180,10 +179,19 @@ class Agent:
             return False
         if runtime.context_engine is None:
             raise ValueError("compression is turned off (compression.enabled: false)")
-        coro = runtime.context_engine.compress(runtime, session, None, focus=focus)
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        return bool(self._loop.run_until_complete(coro))
+        return bool(self._run_sync(runtime.context_engine.compress(runtime, session, None, focus)))
+
+    def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run on the agent's own loop (it keeps SDK connections alive across turns); from
+        inside a running loop, on a helper thread instead."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+                weakref.finalize(self, _shutdown_loop, self._loop)
+            return self._loop.run_until_complete(coro)
+        return _run_in_thread(coro)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -199,13 +207,23 @@ class Agent:
         return self._store
 
     def close(self) -> None:
+        """End the session and release connections, threads and the database."""
+        if self._loop is not None and not self._loop.is_closed() and self._runtime is not None:
+            self._loop.run_until_complete(self._runtime.caller.chain.aclose())
+        self._release()
+
+    async def aclose(self) -> None:
+        """`close` for agents driven from your own event loop (`achat`, `arun_conversation`)."""
+        if self._runtime is not None:
+            await self._runtime.caller.chain.aclose()
+        self._release()
+
+    def _release(self) -> None:
         self._end_session("closed")
         if self._runtime is not None:
             self._runtime.executor.shutdown()
-        if self._loop is not None and not self._loop.is_closed():
-            if self._runtime is not None:
-                self._loop.run_until_complete(self._runtime.caller.chain.aclose())
-            self._loop.close()
+        if self._loop is not None:
+            _shutdown_loop(self._loop)
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -215,6 +233,12 @@ class Agent:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # ---- assembly ---------------------------------------------------------------------
 
@@ -285,7 +309,15 @@ def _as_tool(obj: Any) -> Tool:
     return as_tool(obj)
 
 
-def _run_in_thread(coro: Any) -> dict[str, Any]:
+def _shutdown_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Finish what the SDKs left open on the agent's loop (stream generators), then close it."""
+    if loop.is_closed() or loop.is_running():
+        return
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from code that already has a running loop."""
     box: dict[str, Any] = {}
 

@@ -20,15 +20,15 @@ from talaria.providers.anthropic_adapter import (
     replay_source,
 )
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
-from talaria.providers.classify import classify_exception, classify_http
-from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.sdk import LoopBoundClient
+from talaria.providers.classify import classify_http
+from talaria.providers.endpoint import EndpointClient
+from talaria.providers.errors import ErrorKind
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
 
-class AnthropicMessagesClient:
+class AnthropicMessagesClient(EndpointClient["_Assembly"]):
     """One Anthropic-compatible endpoint and model; ``base_url`` excludes the ``/v1`` path."""
 
     api_mode = API_MODE
@@ -45,18 +45,18 @@ class AnthropicMessagesClient:
         max_tokens_default: int | None = None,
         thinking: dict[str, Any] | None = None,
     ) -> None:
-        self.model = model
-        self.provider = provider
-        self.base_url = base_url.rstrip("/")
+        url = base_url.rstrip("/")
+        super().__init__(
+            model,
+            base_url=url,
+            provider=provider,
+            sdk_factory=lambda: _sdk_client(url, api_key, timeout, default_headers),
+        )
         self.max_tokens_default = max_tokens_default
         self.thinking = thinking
-        self._source = replay_source(self.base_url)
-        self._sdk = LoopBoundClient(
-            lambda: _sdk_client(self.base_url, api_key, timeout, default_headers)
-        )
+        self._source = replay_source(url)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The exact JSON body ``complete`` sends (public so that callers can inspect it)."""
         return build_body(
             request,
             model=self.model,
@@ -65,41 +65,19 @@ class AnthropicMessagesClient:
             thinking=self.thinking,
         )
 
-    async def complete(self, request: ModelRequest, stream: StreamHandler) -> ModelResponse:
-        body = self.build_body(request)
-        assembly = _Assembly(stream, self._source)
+    def _reader(self, stream: StreamHandler) -> _Assembly:
+        return _Assembly(stream, self._source)
+
+    async def _exchange(
+        self, client: AsyncAnthropic, body: dict[str, Any], reader: _Assembly, *, streaming: bool
+    ) -> ModelResponse:
+        response = await _post(client, body, streaming=streaming)
         try:
-            response = await self._post(body, streaming=request.stream)
-            try:
-                if request.stream:
-                    return await self._read_stream(response, assembly)
-                return self._read_message(await response.aread())
-            finally:
-                await response.aclose()
-        except Exception as exc:
-            raise classify_exception(
-                exc,
-                provider=self.provider,
-                model=self.model,
-                output_started=assembly.output_started,
-            ) from exc
-
-    async def aclose(self) -> None:
-        await self._sdk.aclose()
-
-    async def _post(self, body: dict[str, Any], *, streaming: bool) -> Any:
-        """Send the prebuilt body as bytes: the SDK neither walks nor copies it."""
-        import httpx2
-
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        client: AsyncAnthropic = self._sdk.get()
-        return await client.post(
-            "/v1/messages",
-            cast_to=httpx2.Response,
-            content=payload,
-            options={"headers": {"Content-Type": "application/json"}},
-            stream=streaming,
-        )
+            if streaming:
+                return await self._read_stream(response, reader)
+            return self._read_message(await response.aread())
+        finally:
+            await response.aclose()
 
     def _read_message(self, raw: bytes) -> ModelResponse:
         try:
@@ -150,21 +128,19 @@ class AnthropicMessagesClient:
             output_started=assembly.output_started,
         )
 
-    def _checked(self, response: ModelResponse) -> ModelResponse:
-        if response.text or response.tool_calls or response.finish_reason != "stop":
-            return response
-        raise self._error(ErrorKind.EMPTY_RESPONSE, "the model returned no text and no tool calls")
 
-    def _error(
-        self, kind: ErrorKind, message: str, *, output_started: bool = False
-    ) -> ProviderError:
-        return ProviderError(
-            message,
-            kind=kind,
-            provider=self.provider,
-            model=self.model,
-            output_started=output_started,
-        )
+async def _post(client: AsyncAnthropic, body: dict[str, Any], *, streaming: bool) -> Any:
+    """Send the prebuilt body as bytes: the SDK neither walks nor copies it."""
+    import httpx2
+
+    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return await client.post(
+        "/v1/messages",
+        cast_to=httpx2.Response,
+        content=payload,
+        options={"headers": {"Content-Type": "application/json"}},
+        stream=streaming,
+    )
 
 
 def _sdk_client(

@@ -20,10 +20,9 @@ from talaria.providers.base import (
     ToolCall,
     Usage,
 )
-from talaria.providers.classify import classify_exception
+from talaria.providers.endpoint import EndpointClient
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.sdk import (
-    LoopBoundClient,
     openai_client,
     openai_post_json,
     openai_post_stream,
@@ -42,7 +41,7 @@ FINISH_REASONS = {
 }
 
 
-class ChatCompletionsClient:
+class ChatCompletionsClient(EndpointClient["_StreamReader"]):
     """A `ModelClient` for one Chat Completions endpoint and model, over the official SDK."""
 
     api_mode = "chat_completions"
@@ -58,41 +57,32 @@ class ChatCompletionsClient:
         default_headers: dict[str, str] | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.provider = provider
-        self.extra_body = extra_body
-        self._sdk = LoopBoundClient(
-            lambda: openai_client(
+        super().__init__(
+            model,
+            base_url=base_url,
+            provider=provider,
+            sdk_factory=lambda: openai_client(
                 base_url=base_url, api_key=api_key, timeout=timeout, default_headers=default_headers
-            )
+            ),
         )
+        self.extra_body = extra_body
 
-    async def complete(self, request: ModelRequest, stream: StreamHandler) -> ModelResponse:
-        body = build_body(request, self.model, self.extra_body)
-        try:
-            client = self._sdk.get()
-        except Exception as exc:
-            raise ProviderError(
-                str(exc), kind=ErrorKind.CONFIG, provider=self.provider, model=self.model
-            ) from exc
-        reader = _StreamReader(stream)
-        try:
-            if request.stream:
-                async with contextlib.aclosing(
-                    openai_post_stream(client, "/chat/completions", body)
-                ) as chunks:
-                    async for chunk in chunks:
-                        reader.feed(chunk)
-                return reader.finish()
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_body(request, self.model, self.extra_body)
+
+    def _reader(self, stream: StreamHandler) -> _StreamReader:
+        return _StreamReader(stream)
+
+    async def _exchange(
+        self, client: Any, body: dict[str, Any], reader: _StreamReader, *, streaming: bool
+    ) -> ModelResponse:
+        if not streaming:
             return parse_completion(await openai_post_json(client, "/chat/completions", body))
-        except Exception as exc:
-            raise classify_exception(
-                exc, provider=self.provider, model=self.model, output_started=reader.output_started
-            ) from exc
-
-    async def aclose(self) -> None:
-        await self._sdk.aclose()
+        chunks = openai_post_stream(client, "/chat/completions", body)
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                reader.feed(chunk)
+        return reader.finish()
 
 
 def build_body(

@@ -21,7 +21,9 @@ from talaria.providers.base import (
     ToolCall,
     Usage,
 )
+from talaria.providers.endpoint import EndpointClient
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.sdk import openai_client, openai_post_json, openai_post_stream
 
 API_MODE = "codex_responses"
 
@@ -52,7 +54,7 @@ def wants_reasoning(model: str, body: dict[str, Any]) -> bool:
     return "reasoning" in body or bare.startswith(REASONING_MODEL_PREFIXES)
 
 
-class ResponsesClient:
+class ResponsesClient(EndpointClient["_Assembly"]):
     """One Responses-API endpoint and model; ``base_url`` includes the version path (``/v1``)."""
 
     api_mode = API_MODE
@@ -68,24 +70,19 @@ class ResponsesClient:
         default_headers: dict[str, str] | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        from talaria.providers.sdk import LoopBoundClient, openai_client
-
-        self.model = model
-        self.provider = provider
-        self.base_url = base_url.rstrip("/")
-        self.extra_body = dict(extra_body or {})
-        self._source = replay_source(self.base_url)
-        self._sdk = LoopBoundClient(
-            lambda: openai_client(
-                base_url=self.base_url,
-                api_key=api_key,
-                timeout=timeout,
-                default_headers=default_headers,
-            )
+        url = base_url.rstrip("/")
+        super().__init__(
+            model,
+            base_url=url,
+            provider=provider,
+            sdk_factory=lambda: openai_client(
+                base_url=url, api_key=api_key, timeout=timeout, default_headers=default_headers
+            ),
         )
+        self.extra_body = dict(extra_body or {})
+        self._source = replay_source(url)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The exact JSON body ``complete`` sends (public so that callers can inspect it)."""
         instructions, items = to_input(request.messages, self._source)
         body: dict[str, Any] = {"model": self.model}
         if instructions:
@@ -108,39 +105,25 @@ class ResponsesClient:
             body["include"] = include
         return body
 
-    async def complete(self, request: ModelRequest, stream: StreamHandler) -> ModelResponse:
-        from talaria.providers.sdk import openai_post_json, openai_post_stream
+    def _reader(self, stream: StreamHandler) -> _Assembly:
+        return _Assembly(stream, self._error)
 
-        body = self.build_body(request)
-        assembly = _Assembly(stream, self._error)
-        try:
-            if not request.stream:
-                return self._parsed(await openai_post_json(self._sdk.get(), "/responses", body))
-            events = openai_post_stream(self._sdk.get(), "/responses", body)
-            async with aclosing(events):
-                async for event in events:
-                    assembly.feed(event)
-                    if assembly.final is not None:
-                        return self._parsed(assembly.final, assembly.items)
-            raise self._error(
-                ErrorKind.CONNECTION,
-                "stream ended before response.completed",
-                output_started=assembly.output_started,
-            )
-        except ProviderError:
-            raise
-        except Exception as exc:
-            from talaria.providers.classify import classify_exception
-
-            raise classify_exception(
-                exc,
-                provider=self.provider,
-                model=self.model,
-                output_started=assembly.output_started,
-            ) from exc
-
-    async def aclose(self) -> None:
-        await self._sdk.aclose()
+    async def _exchange(
+        self, client: Any, body: dict[str, Any], reader: _Assembly, *, streaming: bool
+    ) -> ModelResponse:
+        if not streaming:
+            return self._parsed(await openai_post_json(client, "/responses", body))
+        events = openai_post_stream(client, "/responses", body)
+        async with aclosing(events):
+            async for event in events:
+                reader.feed(event)
+                if reader.final is not None:
+                    return self._parsed(reader.final, reader.items)
+        raise self._error(
+            ErrorKind.CONNECTION,
+            "stream ended before response.completed",
+            output_started=reader.output_started,
+        )
 
     def _parsed(self, data: Any, streamed_items: dict[int, Any] | None = None) -> ModelResponse:
         if not isinstance(data, dict) or not isinstance(data.get("output", []), list):
@@ -149,22 +132,7 @@ class ResponsesClient:
             raise failure(self._error, data.get("error"), body=data)
         streamed = streamed_items or {}
         output = data.get("output") or [streamed[index] for index in sorted(streamed)]
-        response = parse_output(output, data, self._source)
-        if response.text or response.tool_calls or response.finish_reason != "stop":
-            return response
-        raise self._error(ErrorKind.EMPTY_RESPONSE, "the model returned no text and no tool calls")
-
-    def _error(
-        self, kind: ErrorKind, message: str, *, body: Any = None, output_started: bool = False
-    ) -> ProviderError:
-        return ProviderError(
-            message,
-            kind=kind,
-            provider=self.provider,
-            model=self.model,
-            body=body,
-            output_started=output_started,
-        )
+        return self._checked(parse_output(output, data, self._source))
 
 
 class _Assembly:

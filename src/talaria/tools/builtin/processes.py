@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from talaria.tools.base import Tool, ToolContext, ToolError
-from talaria.tools.builtin.terminal import kill_group, shell_env
+from talaria.tools.builtin.terminal import kill_group, spawn_shell
 
 LOG_TAIL = 10_000
 POLL_TAIL = 2_000
@@ -74,18 +74,7 @@ class ProcessRegistry:
                 self._log_dir = Path(tempfile.mkdtemp(prefix="talaria-processes-"))
             log_path = self._log_dir / f"{process_id}.log"
         with open(log_path, "wb") as log:
-            try:
-                proc = subprocess.Popen(
-                    ["bash", "-c", command],
-                    cwd=cwd,
-                    env=shell_env(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise ToolError(f"could not start bash in {cwd}: {exc}") from None
+            proc = spawn_shell(command, cwd, log)
         started = BackgroundProcess(process_id, command, owner, proc, log_path, time.monotonic())
         with self._lock:
             self._processes[process_id] = started

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from typing import IO
 
 from talaria.tools.base import Tool, ToolContext, ToolError
 
@@ -33,6 +34,22 @@ def shell_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_EDITOR="true")
     return env
+
+
+def spawn_shell(command: str, cwd: str, output: int | IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start `bash -c command` leading a new process group, stdout and stderr into `output`."""
+    try:
+        return subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=cwd,
+            env=shell_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"could not start bash in {cwd}: {exc}") from None
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> None:
@@ -124,18 +141,10 @@ def run_command(command: str, cwd: str, timeout: float, interrupt: threading.Eve
     """Run `command` to completion, a timeout, or an interrupt (polled every 0.05 s)."""
     read_end, write_end = os.pipe()
     try:
-        proc = subprocess.Popen(
-            ["bash", "-c", command],
-            cwd=cwd,
-            env=shell_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=write_end,
-            start_new_session=True,
-        )
-    except OSError as exc:
+        proc = spawn_shell(command, cwd, write_end)
+    except ToolError:
         os.close(read_end)
-        raise ToolError(f"could not start bash in {cwd}: {exc}") from None
+        raise
     finally:
         os.close(write_end)
     buffer = OutputBuffer()

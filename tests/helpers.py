@@ -1,0 +1,51 @@
+"""Building blocks shared by the tests that drive a whole Agent against the scripted provider."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from talaria import Agent, tool
+from talaria.testing.server import ScriptedProvider
+
+MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first number
+        b: the second number
+    """
+    return a + b
+
+
+def base_url(server: ScriptedProvider, mode: str) -> str:
+    """Each SDK's own convention: Anthropic's base URL has no /v1, OpenAI's does."""
+    return server.anthropic_base_url if mode == "anthropic_messages" else server.openai_base_url
+
+
+def scripted_agent(
+    server: ScriptedProvider, home: Path, mode: str = "chat_completions", **kwargs: Any
+) -> Agent:
+    """An Agent on the scripted provider, with only the `add` tool and no compression unless
+    the test says otherwise; `config` entries are merged over those defaults."""
+    config = {"context.engine": "none", **kwargs.pop("config", {})}
+    kwargs.setdefault("api_key", "test-key")
+    kwargs.setdefault("tools", [add])
+    kwargs.setdefault("toolsets", [])
+    return Agent(
+        model="scripted-model",
+        base_url=base_url(server, mode),
+        api_mode=mode,
+        home=home,
+        cwd=home,
+        config=config,
+        **kwargs,
+    )
+
+
+def tool_results(result: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in result["messages"] if m["role"] == "tool"]
