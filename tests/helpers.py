@@ -33,11 +33,11 @@ def scripted_agent(
     """An Agent on the scripted provider, with only the `add` tool and no compression unless
     the test says otherwise; `config` entries are merged over those defaults."""
     config = {"context.engine": "none", **kwargs.pop("config", {})}
+    kwargs.setdefault("model", "scripted-model")
     kwargs.setdefault("api_key", "test-key")
     kwargs.setdefault("tools", [add])
     kwargs.setdefault("toolsets", [])
     return Agent(
-        model="scripted-model",
         base_url=base_url(server, mode),
         api_mode=mode,
         home=home,

@@ -182,7 +182,7 @@ def test_openai_format_marks_system_and_last_three() -> None:
     marked = apply_openai_format_cache_markers(messages, "5m")
     assert marked[0]["content"] == [{"type": "text", "text": "sys", "cache_control": EPHEMERAL}]
     assert marked[1] == messages[1]
-    assert marked[2]["cache_control"] == EPHEMERAL
+    assert marked[2] == messages[2], "a tool-calls-only turn has no content part to mark"
     assert marked[3]["content"][0]["cache_control"] == EPHEMERAL
     assert marked[4]["content"] == [
         {"type": "text", "text": "a"},

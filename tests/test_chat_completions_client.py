@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -502,3 +503,23 @@ def test_long_provider_messages_are_cut_to_one_line() -> None:
     )
     assert error.message.startswith("line one line two")
     assert error.message.endswith("...") and len(error.message) == 300
+
+
+def test_claude_through_a_chat_endpoint_gets_cache_markers(tmp_path: Path) -> None:
+    from helpers import scripted_agent
+    from talaria.testing import text as reply_text
+
+    server = ScriptedProvider([reply_text("one"), reply_text("two")])
+    with server, scripted_agent(server, tmp_path, model="anthropic/claude-sonnet-4") as agent:
+        agent.chat("first")
+        agent.chat("second")
+    assert server.invalid_requests == []
+    bodies = [r.body for r in server.requests]
+    marked = [sum(1 for m in b["messages"] if _has_marker(m)) for b in bodies]
+    assert marked == [2, 4], marked
+    assert bodies[0]["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def _has_marker(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any("cache_control" in part for part in content)

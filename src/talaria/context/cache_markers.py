@@ -65,7 +65,8 @@ def apply_openai_format_cache_markers(
     """The same strategy on OpenAI chat messages (Claude through OpenRouter and similar).
 
     String content becomes a one-part list so the marker can sit on the text part; a message
-    with no content (an assistant turn that only calls tools) carries the marker itself.
+    with no content (an assistant turn that only calls tools) is skipped, since chat endpoints
+    take markers only on content parts.
     """
     marker = cache_control(ttl)
     messages = list(messages)
@@ -86,7 +87,7 @@ def apply_openai_format_cache_markers(
             parts = [*content[:-1], {**content[-1], "cache_control": dict(marker)}]
             messages[position] = {**message, "content": parts}
         else:
-            messages[position] = {**message, "cache_control": dict(marker)}
+            continue
         budget -= 1
     return messages
 

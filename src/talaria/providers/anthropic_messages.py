@@ -146,7 +146,10 @@ async def _post(client: AsyncAnthropic, body: dict[str, Any], *, streaming: bool
 def _sdk_client(
     base_url: str, api_key: str, timeout: float, headers: dict[str, str] | None
 ) -> AsyncAnthropic:
-    """An ``AsyncAnthropic`` without SDK retries (talaria has its own retry layer)."""
+    """An ``AsyncAnthropic`` without SDK retries (talaria has its own retry layer).
+
+    The SDK authenticates with ``Authorization: Bearer``; many Anthropic-compatible servers
+    only read ``x-api-key``, so the key goes in both (Anthropic accepts either)."""
     from anthropic import AsyncAnthropic
 
     return AsyncAnthropic(
@@ -154,7 +157,7 @@ def _sdk_client(
         base_url=base_url,
         timeout=timeout,
         max_retries=0,
-        default_headers=headers,
+        default_headers={"x-api-key": api_key, **(headers or {})},
     )
 
 

@@ -11,6 +11,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from talaria.context.cache_markers import apply_openai_format_cache_markers
 from talaria.messages.think import ThinkSplitter, strip_think
 from talaria.providers.base import (
     Message,
@@ -30,6 +31,8 @@ from talaria.providers.sdk import (
 
 WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 """The message keys the API knows; reasoning and replay state are ours and never sent."""
+TOOL_RESULT_KEYS = ("role", "content", "tool_call_id")
+"""A tool result takes no `name`: strict endpoints reject it there."""
 
 FINISH_REASONS = {
     "stop": "stop",
@@ -89,11 +92,10 @@ def build_body(
     request: ModelRequest, model: str, extra_body: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The JSON body for one call, built directly (no SDK transform)."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [wire_message(message) for message in request.messages],
-        "stream": request.stream,
-    }
+    messages = [wire_message(message) for message in request.messages]
+    if request.cache_ttl and "claude" in model.lower():
+        messages = apply_openai_format_cache_markers(messages, request.cache_ttl)
+    body: dict[str, Any] = {"model": model, "messages": messages, "stream": request.stream}
     if request.stream:
         body["stream_options"] = {"include_usage": True}
     if request.tools:
@@ -110,7 +112,8 @@ def build_body(
 
 def wire_message(message: Message) -> dict[str, Any]:
     """A canonical message with only the keys the API accepts."""
-    return {key: message[key] for key in WIRE_KEYS if key in message}
+    keys = TOOL_RESULT_KEYS if message.get("role") == "tool" else WIRE_KEYS
+    return {key: message[key] for key in keys if key in message}
 
 
 def usage_from_openai(usage: dict[str, Any] | None) -> Usage:

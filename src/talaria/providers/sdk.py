@@ -16,6 +16,7 @@ The SDKs are imported inside functions so that ``import talaria`` stays fast.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -61,9 +62,17 @@ def openai_client(
     )
 
 
+JSON_CONTENT: Any = {"headers": {"Content-Type": "application/json"}}
+
+
+def encode_json(body: dict[str, Any]) -> bytes:
+    """The request body as bytes, so the SDK sends it as is instead of re-walking it."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 async def openai_post_json(client: Any, path: str, body: dict[str, Any]) -> Any:
     """POST a prebuilt body; the decoded JSON answer (a str when the server did not send JSON)."""
-    return await client.post(path, body=body, cast_to=object)
+    return await client.post(path, content=encode_json(body), options=JSON_CONTENT, cast_to=object)
 
 
 async def openai_post_stream(
@@ -77,7 +86,12 @@ async def openai_post_stream(
     import openai
 
     stream = await client.post(
-        path, body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+        path,
+        content=encode_json(body),
+        options=JSON_CONTENT,
+        cast_to=object,
+        stream=True,
+        stream_cls=openai.AsyncStream[object],
     )
     try:
         async for event in stream:
