@@ -17,6 +17,7 @@ class RecordingStream:
     texts: list[str] = field(default_factory=list)
     reasonings: list[str] = field(default_factory=list)
     tool_calls: list[tuple[int, str, str]] = field(default_factory=list)
+    arguments: dict[int, list[str]] = field(default_factory=dict)
 
     def text(self, delta: str) -> None:
         self.texts.append(delta)
@@ -26,6 +27,9 @@ class RecordingStream:
 
     def tool_call(self, index: int, call_id: str, name: str) -> None:
         self.tool_calls.append((index, call_id, name))
+
+    def tool_arguments(self, index: int, delta: str) -> None:
+        self.arguments.setdefault(index, []).append(delta)
 
 
 @pytest.fixture

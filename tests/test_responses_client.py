@@ -35,6 +35,7 @@ class Recorder:
         self.texts: list[str] = []
         self.reasonings: list[str] = []
         self.calls: list[tuple[int, str, str]] = []
+        self.arguments: list[tuple[int, str]] = []
 
     def text(self, delta: str) -> None:
         self.texts.append(delta)
@@ -44,6 +45,9 @@ class Recorder:
 
     def tool_call(self, index: int, call_id: str, name: str) -> None:
         self.calls.append((index, call_id, name))
+
+    def tool_arguments(self, index: int, delta: str) -> None:
+        self.arguments.append((index, delta))
 
 
 @pytest.fixture

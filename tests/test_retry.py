@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import RecordingStream
+from helpers import MODES, scripted_agent
 from talaria.events import Event, Notice
 from talaria.loop.interrupt import Interrupted, InterruptSignal
 from talaria.loop.repair_response import (
@@ -26,6 +28,7 @@ from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.retry import ACTIONS, Action, RetryPolicy
 from talaria.testing.script import Fail, Reply, ScriptedCall, Stall, Step, text
 from talaria.testing.scripted_model import ScriptedModel
+from talaria.testing.server import ScriptedProvider
 
 REQUEST = ModelRequest(messages=[{"role": "user", "content": "hi"}])
 
@@ -260,3 +263,18 @@ async def test_a_refusal_is_an_error_carrying_its_text() -> None:
     assert caught.value.kind is ErrorKind.REFUSAL
     assert "Not something I can do." in str(caught.value)
     assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_slowly_streamed_tool_arguments_keep_the_stream_alive(mode: str, tmp_path: Path) -> None:
+    """Arguments arriving bit by bit (a long file write) are progress, not an idle stream."""
+    slow = Reply(
+        tool_calls=[ScriptedCall("add", {"a": 20, "b": 22})], chunk_size=2, chunk_delay=0.3
+    )
+    config = {"model.stream_idle_timeout": 1.0, "retry.base_delay": 0.01}
+    server = ScriptedProvider([slow, text("42")])
+    with server, scripted_agent(server, tmp_path, mode, config=config) as agent:
+        result = agent.run_conversation(user_message="add slowly")
+        assert len(server.requests) == 2, "the slow stream must not be cut and retried"
+    assert result["final_response"] == "42"
+    assert [m["content"] for m in result["messages"] if m["role"] == "tool"] == ["42"]

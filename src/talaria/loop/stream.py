@@ -38,3 +38,6 @@ class EventStream:
     def tool_call(self, index: int, call_id: str, name: str) -> None:
         self.stop_thinking()
         self._emit(ToolCallGenerated(index, call_id, name))
+
+    def tool_arguments(self, index: int, delta: str) -> None:
+        """Arguments are shown when the tool starts, fully parsed; nothing to emit yet."""

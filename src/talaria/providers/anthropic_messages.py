@@ -231,6 +231,7 @@ class _Assembly:
             block["signature"] = block.get("signature", "") + delta.get("signature", "")
         elif kind == "input_json_delta":
             self.json_parts.setdefault(index, []).append(delta.get("partial_json", ""))
+            self.handler.tool_arguments(max(0, self.tool_calls - 1), delta.get("partial_json", ""))
 
     def _message_delta(self, event: dict[str, Any]) -> None:
         self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason

@@ -155,6 +155,10 @@ class StreamHandler(Protocol):
         """A tool call's name is known (its arguments may still be streaming)."""
         ...
 
+    def tool_arguments(self, index: int, delta: str) -> None:
+        """More of a tool call's arguments arrived (a long file write streams for minutes)."""
+        ...
+
 
 class NullStream:
     """A StreamHandler that drops everything (non-interactive use, side tasks)."""
@@ -166,6 +170,9 @@ class NullStream:
         pass
 
     def tool_call(self, index: int, call_id: str, name: str) -> None:
+        pass
+
+    def tool_arguments(self, index: int, delta: str) -> None:
         pass
 
 

@@ -264,6 +264,10 @@ class Watchdog:
         self._beat()
         self.inner.tool_call(index, call_id, name)
 
+    def tool_arguments(self, index: int, delta: str) -> None:
+        self._beat()
+        self.inner.tool_arguments(index, delta)
+
     def _beat(self) -> None:
         self._last = asyncio.get_running_loop().time()
 

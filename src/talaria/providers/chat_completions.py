@@ -254,11 +254,12 @@ class _StreamReader:
         partial.id = call.get("id") or partial.id
         function = call.get("function") or {}
         partial.name = partial.name or function.get("name") or ""
-        if function.get("arguments"):
-            partial.arguments.append(function["arguments"])
         if partial.name and not partial.announced:
             partial.announced = True
             self.handler.tool_call(index, partial.id or f"call_{index}", partial.name)
+        if function.get("arguments"):
+            partial.arguments.append(function["arguments"])
+            self.handler.tool_arguments(index, function["arguments"])
 
 
 def _finish(raw: str | None, has_calls: bool, refusal: str | None) -> str:

@@ -149,6 +149,7 @@ class _Assembly:
             "response.output_item.added": self._item_added,
             "response.output_item.done": self._item_done,
             "response.output_text.delta": self._text,
+            "response.function_call_arguments.delta": self._arguments,
             "response.reasoning_summary_part.added": self._summary_part,
             "response.reasoning_summary_text.delta": self._reasoning,
             "response.reasoning_text.delta": self._reasoning,
@@ -170,6 +171,9 @@ class _Assembly:
         if item.get("type") == "function_call":
             self.handler.tool_call(self.tool_calls, item.get("call_id", ""), item.get("name", ""))
             self.tool_calls += 1
+
+    def _arguments(self, event: dict[str, Any]) -> None:
+        self.handler.tool_arguments(max(0, self.tool_calls - 1), str(event.get("delta", "")))
 
     def _item_done(self, event: dict[str, Any]) -> None:
         self.items[int(event.get("output_index", len(self.items)))] = event.get("item") or {}

@@ -157,8 +157,9 @@ def _events(reply: Reply) -> list[tuple[str, tuple[Any, ...]]]:
     events: list[tuple[str, tuple[Any, ...]]] = []
     events += [("reasoning", (piece,)) for piece in pieces((reply.reasoning or "") + inline, size)]
     events += [("text", (piece,)) for piece in pieces(visible, size)]
-    events += [
-        ("tool_call", (index, scripted.id or "", scripted.name))
-        for index, scripted in enumerate(reply.tool_calls)
-    ]
+    for index, scripted in enumerate(reply.tool_calls):
+        events.append(("tool_call", (index, scripted.id or "", scripted.name)))
+        events += [
+            ("tool_arguments", (index, piece)) for piece in pieces(arguments_text(scripted), size)
+        ]
     return events
