@@ -76,6 +76,7 @@ class Agent:
         self.hooks = HookBus()
         self._plugins = list(plugins or ())
         self._store = store
+        self._owns_store = store is None
         self._interrupt = InterruptSignal()
         self._turn_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -224,7 +225,7 @@ class Agent:
             self._runtime.executor.shutdown()
         if self._loop is not None:
             _shutdown_loop(self._loop)
-        if self._store is not None:
+        if self._store is not None and self._owns_store:
             self._store.close()
             self._store = None
 
@@ -313,7 +314,10 @@ def _shutdown_loop(loop: asyncio.AbstractEventLoop) -> None:
     """Finish what the SDKs left open on the agent's loop (stream generators), then close it."""
     if loop.is_closed() or loop.is_running():
         return
-    loop.run_until_complete(loop.shutdown_asyncgens())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no other loop runs in this thread
+        loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()
 
 

@@ -123,6 +123,8 @@ def _run_child(child: Agent, task: dict[str, str], parent_task: str, index: int)
         )
     except Exception as exc:
         return _ended_early(index, task, "failed", child, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        child.close()  # its connections, threads and background processes; not the shared store
     status = (
         "completed"
         if result["completed"]
