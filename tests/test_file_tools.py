@@ -157,10 +157,15 @@ def test_write_path_of_resolves_like_the_tools(ctx: ToolContext) -> None:
     assert write_path_of("write_file", {}, ctx.cwd) is None
 
 
-@pytest.fixture
-def project(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A small tree; ripgrep is hidden so the built-in search is what runs."""
-    monkeypatch.setattr(files.shutil, "which", lambda name: None)
+@pytest.fixture(params=["builtin", "ripgrep"])
+def project(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Path:
+    """A small tree, searched by each engine: the answers must not depend on which runs."""
+    if request.param == "builtin":
+        monkeypatch.setattr(files.shutil, "which", lambda name: None)
+    elif files.shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed here (.ci/run installs it)")
     root = ctx.cwd
     (root / "src").mkdir()
     (root / "src" / "app.py").write_text("import os\n\ndef main():\n    return os.getcwd()\n")

@@ -263,9 +263,14 @@ def _grep_python(regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[s
 
 def _grep_rg(rg: str, pattern: str, root: Path, ctx: ToolContext) -> list[str]:
     """ripgrep, read only as far as the cap (it respects .gitignore, which the fallback cannot)."""
+    skipped = [argument for name in sorted(_SKIP_DIRS) for argument in ("--glob", f"!{name}")]
     command = [
         rg,
         "--line-number",
+        "--with-filename",
+        "--sort",
+        "path",
+        *skipped,
         "--no-heading",
         "--color",
         "never",
