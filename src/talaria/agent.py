@@ -8,6 +8,7 @@ the first turn.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from talaria.store.base import SessionStore
 
 T = TypeVar("T")
+log = logging.getLogger("talaria")
 
 
 class Agent:
@@ -268,18 +270,24 @@ class Agent:
         return self._session
 
     def _record_turn(self, session: SessionHandle, state: Any) -> None:
+        """Add the turn's usage to the session's totals (a failed save is logged, not raised:
+        the turn's messages are already stored)."""
         from talaria.providers.base import Usage
+        from talaria.store.base import StoreError
 
-        info = self.store.get_session(session.id)
-        totals = Usage.from_dict(info.usage if info and info.usage else {})
-        totals.add(state.usage)
-        self.store.update_session(
-            session.id,
-            usage=totals.to_dict(),
-            model=state.model or None,
-            api_mode=state.api_mode or None,
-            provider=state.provider or None,
-        )
+        try:
+            info = self.store.get_session(session.id)
+            totals = Usage.from_dict(info.usage if info and info.usage else {})
+            totals.add(state.usage)
+            self.store.update_session(
+                session.id,
+                usage=totals.to_dict(),
+                model=state.model or None,
+                api_mode=state.api_mode or None,
+                provider=state.provider or None,
+            )
+        except StoreError:
+            log.warning("session %s: usage totals not saved", session.id, exc_info=True)
 
     def _end_session(self, reason: str) -> None:
         if self._session is None:

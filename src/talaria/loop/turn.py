@@ -32,6 +32,7 @@ from talaria.providers.base import Message, ModelRequest, ModelResponse, ToolCal
 from talaria.providers.caller import CallResult
 from talaria.providers.errors import ProviderError
 from talaria.providers.retry import Action, action_for
+from talaria.store.base import StoreError
 from talaria.tools.base import ToolContext
 
 log = logging.getLogger("talaria.loop")
@@ -65,21 +66,35 @@ async def run_turn(
         api_mode=active.api_mode,
     )
     rt.emit(TurnStarted(task_id, session.id, user_message))
-    session.append({"role": "user", "content": user_message})
     try:
+        session.append({"role": "user", "content": user_message})
         await _steps(rt, session, state)
     except Interrupted:
         state.exit_reason = "interrupted"
     except ProviderError as error:
         state.exit_reason = f"failed:{error.kind.value}"
         state.error = str(error)
+    except StoreError as error:
+        state.exit_reason = "failed:store"
+        state.error = (
+            f"the session could not be saved ({error}); the unsaved messages are kept in "
+            "memory and saved on the next turn"
+        )
     finally:
         state.api_calls = rt.caller.turn_attempts
-        session.flush()
+        _flush_quietly(session)
         state.usage.add(rt.drain_side_usage())
     rt.emit(StatusChanged("idle"))
     rt.emit(TurnFinished(state.exit_reason, state.final_response, state.api_calls))
     return state
+
+
+def _flush_quietly(session: SessionHandle) -> None:
+    """A save that fails here stays pending in the handle; the next append retries it."""
+    try:
+        session.flush()
+    except StoreError:
+        log.warning("session %s: saving failed; kept in memory for the next try", session.id)
 
 
 async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
