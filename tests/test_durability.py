@@ -89,25 +89,22 @@ def test_system_prompt_and_tools_are_byte_identical_across_turns(tmp_path: Path)
     steps = [text(f"answer {i}") for i in range(10)]
     steps.insert(3, remember)
     server = ScriptedProvider([*steps, text("new session")])
+
+    def agent() -> Agent:
+        return Agent(
+            model="scripted-model",
+            base_url=server.openai_base_url,
+            api_key="k",
+            home=tmp_path,
+            cwd=tmp_path,
+            config={"context.engine": "none"},
+        )
+
     with server:
-        with Agent(
-            model="scripted-model",
-            base_url=server.openai_base_url,
-            api_key="k",
-            home=tmp_path,
-            cwd=tmp_path,
-            config={"context.engine": "none"},
-        ) as agent:
+        with agent() as first:
             for turn in range(10):
-                agent.run_conversation(user_message=f"turn {turn}")
-        with Agent(
-            model="scripted-model",
-            base_url=server.openai_base_url,
-            api_key="k",
-            home=tmp_path,
-            cwd=tmp_path,
-            config={"context.engine": "none"},
-        ) as fresh:
+                first.run_conversation(user_message=f"turn {turn}")
+        with agent() as fresh:
             fresh.run_conversation(user_message="hello again")
 
     bodies = [r.body for r in server.requests]

@@ -23,6 +23,7 @@ from prompt_toolkit.filters import Condition
 if TYPE_CHECKING:
     from talaria.agent import Agent
     from talaria.cli.render import Renderer
+    from talaria.store.base import SessionInfo
     from talaria.tools.base import Tool
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.DOTALL)
@@ -187,11 +188,16 @@ def _resume(host: CommandHost, arg: str) -> None:
     host.switch_session(session_id)
 
 
+def _current_session(host: CommandHost) -> SessionInfo | None:
+    """The stored session the chat is in (None before the first message creates it)."""
+    session_id = host.agent.session_id
+    return host.agent.store.get_session(session_id) if session_id else None
+
+
 def _title(host: CommandHost, arg: str) -> None:
     from talaria.store.base import StoreError
 
-    session_id = host.agent.session_id
-    info = host.agent.store.get_session(session_id) if session_id else None
+    info = _current_session(host)
     if info is None:
         host.renderer.note("· the session starts with your first message; set its title after")
         return
@@ -226,8 +232,7 @@ def _compress(host: CommandHost, arg: str) -> None:
 def _usage(host: CommandHost, arg: str) -> None:
     from talaria.cli.render import usage_summary
 
-    session_id = host.agent.session_id
-    info = host.agent.store.get_session(session_id) if session_id else None
+    info = _current_session(host)
     if info is None:
         host.renderer.note("· no usage yet")
         return

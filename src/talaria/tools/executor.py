@@ -271,7 +271,7 @@ class ToolExecutor:
         except Exception as exc:
             log.exception("approval callback failed")
             return CallOutcome(f"Denied: the approval could not be obtained ({exc}).", True)
-        decision = str(answer).strip().lower() if answer is not None else "deny"
+        decision = _decision(answer)
         if decision not in DECISIONS or decision == "deny":
             return CallOutcome(
                 f"Denied by the user: {assessment.command!r} was not approved. "
@@ -304,6 +304,14 @@ class ToolExecutor:
             log.debug("tool %s raised", tool.name, exc_info=True)
             return CallOutcome(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", True)
         return CallOutcome(serialise_result(value), is_error=ctx.interrupt.is_set())
+
+
+def _decision(answer: object) -> str:
+    """The approver's answer as a decision; a bare True means "once", anything unclear denies."""
+    if isinstance(answer, bool):
+        return "once" if answer else "deny"
+    text = str(answer).strip().lower() if answer is not None else ""
+    return text if text in DECISIONS else "deny"
 
 
 def _is_barrier(tools: Mapping[str, Tool], call: ToolCall) -> bool:
