@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser("doctor", help="what is configured, reachable and missing")
     doctor.add_argument("--home")
+
+    commands.add_parser("demo", help="one real turn against a local scripted model (offline)")
     return parser
 
 
@@ -99,11 +101,18 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return run_doctor(args)
 
 
+def _run_demo(args: argparse.Namespace) -> int:
+    from talaria.cli.demo import run_demo
+
+    return run_demo(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": _run_chat,
     "sessions": _run_sessions,
     "config": _run_config,
     "doctor": _run_doctor,
+    "demo": _run_demo,
 }
 
 
