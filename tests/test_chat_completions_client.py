@@ -523,3 +523,20 @@ def test_claude_through_a_chat_endpoint_gets_cache_markers(tmp_path: Path) -> No
 def _has_marker(message: dict[str, Any]) -> bool:
     content = message.get("content")
     return isinstance(content, list) and any("cache_control" in part for part in content)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "field"),
+    [
+        ("https://api.openai.com/v1", "max_completion_tokens"),
+        ("http://127.0.0.1:8000/v1", "max_tokens"),
+        ("https://openrouter.ai/api/v1", "max_tokens"),
+    ],
+)
+def test_output_limit_uses_the_field_the_endpoint_reads(base_url: str, field: str) -> None:
+    client = ChatCompletionsClient("gpt-5", base_url=base_url, api_key="k")
+    request = ModelRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=500)
+    body = client.build_body(request)
+    assert body[field] == 500
+    (other,) = {"max_tokens", "max_completion_tokens"} - {field}
+    assert other not in body

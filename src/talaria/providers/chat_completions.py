@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from talaria.context.cache_markers import apply_openai_format_cache_markers
 from talaria.messages.think import ThinkSplitter, strip_think
@@ -71,7 +72,7 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
         self.extra_body = extra_body
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_body(request, self.model, self.extra_body)
+        return build_body(request, self.model, self.extra_body, _token_field(self.base_url))
 
     def _reader(self, stream: StreamHandler) -> _StreamReader:
         return _StreamReader(stream)
@@ -89,7 +90,10 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
 
 
 def build_body(
-    request: ModelRequest, model: str, extra_body: dict[str, Any] | None = None
+    request: ModelRequest,
+    model: str,
+    extra_body: dict[str, Any] | None = None,
+    token_field: str = "max_tokens",
 ) -> dict[str, Any]:
     """The JSON body for one call, built directly (no SDK transform)."""
     messages = [wire_message(message) for message in request.messages]
@@ -102,12 +106,19 @@ def build_body(
         body["tools"] = request.tools
         body["tool_choice"] = request.tool_choice
     if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
+        body[token_field] = request.max_tokens
     if request.temperature is not None:
         body["temperature"] = request.temperature
     body.update(extra_body or {})
     body.update(request.extra_body or {})
     return body
+
+
+def _token_field(base_url: str) -> str:
+    """OpenAI's own API wants `max_completion_tokens` (its reasoning models reject
+    `max_tokens`); compatible servers (vLLM, llama.cpp, Ollama, OpenRouter) read `max_tokens`."""
+    host = urlsplit(base_url).hostname or ""
+    return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
 
 
 def wire_message(message: Message) -> dict[str, Any]:
