@@ -97,3 +97,11 @@ def test_a_failing_store_fails_the_turn_cleanly_and_loses_nothing(tmp_path: Path
     assert [m["content"] for m in stored] == ["one", "first", "two", "three", "second"]
     assert "two" in str(server.requests[-1].body["messages"]), "the unsaved message was sent"
     assert server.invalid_requests == []
+
+
+def test_an_explicit_budget_wins_and_must_be_positive(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("agent:\n  max_turns: 12\n")
+    assert Agent(model="m", home=tmp_path).max_iterations == 12
+    assert Agent(model="m", home=tmp_path, max_iterations=3).max_iterations == 3
+    with pytest.raises(ValueError, match="at least 1"):
+        Agent(model="m", home=tmp_path, max_iterations=0)

@@ -61,7 +61,13 @@ class Agent:
         self.home = self.config.home
         self.cwd = Path(cwd).resolve() if cwd else Path.cwd()
         self.source = source
-        self.max_iterations = max_iterations or int(self.config.get("agent.max_turns", 90))
+        self.max_iterations = (
+            max_iterations
+            if max_iterations is not None
+            else int(self.config.get("agent.max_turns", 90))
+        )
+        if self.max_iterations < 1:
+            raise ValueError(f"max_iterations must be at least 1, got {self.max_iterations}")
         self.stream = self.config.get("agent.stream", True) if stream is None else stream
         self._session_ref = session_id
         self._model_args = dict(
