@@ -105,3 +105,17 @@ def test_an_explicit_budget_wins_and_must_be_positive(tmp_path: Path) -> None:
     assert Agent(model="m", home=tmp_path, max_iterations=3).max_iterations == 3
     with pytest.raises(ValueError, match="at least 1"):
         Agent(model="m", home=tmp_path, max_iterations=0)
+
+
+def test_model_options_reach_the_client_and_unknown_ones_are_named(tmp_path: Path) -> None:
+    options = {"extra_body": {"reasoning_effort": "low"}, "default_headers": {"X-Title": "t"}}
+    with ScriptedProvider([text("fine")]) as server:
+        with scripted_agent(server, tmp_path, config={"model.options": options}) as agent:
+            assert agent.chat("hi") == "fine"
+        with scripted_agent(server, tmp_path, config={"model.options": {"thinkin": 1}}) as agent:
+            result = agent.run_conversation(user_message="hi")
+    (request,) = server.requests
+    assert request.body["reasoning_effort"] == "low"
+    assert request.headers.get("x-title") == "t"
+    assert result["turn_exit_reason"] == "failed:config"
+    assert "thinkin" in result["error"] and "extra_body" in result["error"]

@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
         "first_byte_timeout": 120,
         "stream_idle_timeout": 90,
         "api_key_command": None,
+        "options": {},
     },
     "agent": {"max_turns": 90, "max_tool_workers": 8, "stream": True, "tool_timeout": 600},
     "compression": {"enabled": True, "threshold": 0.5, "protect_last_n": 20},

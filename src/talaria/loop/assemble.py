@@ -100,6 +100,7 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
                     base_url=args["base_url"] or config.get("model.base_url"),
                     api_key=args["api_key"] or config.get("model.api_key"),
                     api_mode=args["api_mode"] or config.get("model.api_mode"),
+                    options=config.get("model.options", {}),
                 )
             )
         )
@@ -123,6 +124,7 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
                     base_url=fallback.get("base_url"),
                     api_key=fallback.get("api_key"),
                     api_mode=fallback.get("api_mode"),
+                    options=fallback.get("options", {}),
                 )
             )
         )

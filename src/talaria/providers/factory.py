@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -72,8 +73,22 @@ def resolve_spec(
 
 
 def build_client(spec: ProviderSpec) -> ModelClient:
+    """The client for the spec's wire API; `options` (config `model.options`) are passed to its
+    constructor, e.g. timeout, default_headers, extra_body, or Anthropic's thinking."""
     module_name, class_name = _CLIENTS[spec.api_mode]
     client_class = getattr(importlib.import_module(module_name), class_name)
+    accepted = set(inspect.signature(client_class).parameters) - _FIXED
+    unknown = sorted(set(spec.options) - accepted)
+    if unknown:
+        from talaria.providers.errors import ErrorKind, ProviderError
+
+        raise ProviderError(
+            f"model.options {', '.join(unknown)} not understood by {spec.api_mode}; "
+            f"it accepts: {', '.join(sorted(accepted))}",
+            kind=ErrorKind.CONFIG,
+            provider=spec.provider,
+            model=spec.model,
+        )
     client: ModelClient = client_class(
         spec.model,
         base_url=spec.base_url,
@@ -82,3 +97,6 @@ def build_client(spec: ProviderSpec) -> ModelClient:
         **spec.options,
     )
     return client
+
+
+_FIXED = frozenset({"model", "base_url", "api_key", "provider"})
