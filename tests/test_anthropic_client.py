@@ -407,7 +407,6 @@ async def test_refusal(endpoint: Any) -> None:
             ErrorKind.CONNECTION,
         ),
         (Malformed("{not json"), False, ErrorKind.INVALID_RESPONSE),
-        (Reply(text=None), True, ErrorKind.EMPTY_RESPONSE),
     ],
 )
 async def test_failures_become_provider_errors(
@@ -423,6 +422,21 @@ async def test_failures_become_provider_errors(
         assert caught.value.retry_after == 3
     if isinstance(step, Drop):
         assert caught.value.output_started
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_empty_and_reasoning_only_answers_come_back_as_they_are(
+    endpoint: Any, stream: bool
+) -> None:
+    """Whether such an answer is usable is the loop's decision, the same for every wire."""
+    provider, client = endpoint
+    provider.add(Reply(text=None), Reply(text=None, reasoning="only thinking"))
+    empty = await client.complete(ask({"role": "user", "content": "q"}, stream=stream), Recorder())
+    thought = await client.complete(
+        ask({"role": "user", "content": "q"}, stream=stream), Recorder()
+    )
+    assert (empty.text, empty.tool_calls, empty.reasoning) == (None, [], None)
+    assert (thought.text, thought.reasoning) == (None, "only thinking")
 
 
 def test_one_client_serves_successive_event_loops() -> None:

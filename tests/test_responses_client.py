@@ -298,7 +298,6 @@ async def test_images_become_input_image_parts(provider: ScriptedProvider) -> No
         (Fail(401, "Incorrect API key provided"), ErrorKind.AUTH),
         (Fail(500, "The server had an error"), ErrorKind.SERVER),
         (Malformed("{not json"), ErrorKind.INVALID_RESPONSE),
-        (Reply(), ErrorKind.EMPTY_RESPONSE),
     ],
 )
 async def test_failures_become_provider_errors(
@@ -313,6 +312,13 @@ async def test_failures_become_provider_errors(
 
     assert caught.value.kind is kind
     assert caught.value.provider == "openai"
+
+
+async def test_an_empty_answer_comes_back_as_it_is(provider: ScriptedProvider) -> None:
+    """Whether it is usable is the loop's decision (a nudge), the same for every wire."""
+    provider.add(Reply())
+    response, _ = await ask(client_for(provider), conversation({"role": "user", "content": "x"}))
+    assert (response.text, response.tool_calls) == (None, [])
 
 
 async def test_dropped_stream_after_text_is_a_connection_error_with_output_started(

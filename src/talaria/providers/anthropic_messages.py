@@ -87,15 +87,13 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
             raise self._error(ErrorKind.INVALID_RESPONSE, f"not a message: {raw[:200]!r}") from exc
         if not isinstance(content, list):
             raise self._error(ErrorKind.INVALID_RESPONSE, "message content is not a list")
-        return self._checked(
-            parse_message(
-                content,
-                data.get("stop_reason"),
-                usage,
-                source=self._source,
-                model=data.get("model"),
-                response_id=data.get("id"),
-            )
+        return parse_message(
+            content,
+            data.get("stop_reason"),
+            usage,
+            source=self._source,
+            model=data.get("model"),
+            response_id=data.get("id"),
         )
 
     async def _read_stream(self, response: Any, assembly: _Assembly) -> ModelResponse:
@@ -121,7 +119,7 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
                 )
             assembly.feed(event)
             if assembly.finished:
-                return self._checked(assembly.response())
+                return assembly.response()
         raise self._error(
             ErrorKind.CONNECTION,
             "stream ended before message_stop",

@@ -76,12 +76,6 @@ class EndpointClient(ABC, Generic[R]):
         except Exception as exc:
             raise self._error(ErrorKind.CONFIG, str(exc)) from exc
 
-    def _checked(self, response: ModelResponse) -> ModelResponse:
-        """The response, unless it carries nothing the loop could act on."""
-        if response.text or response.tool_calls or response.finish_reason != "stop":
-            return response
-        raise self._error(ErrorKind.EMPTY_RESPONSE, "the model returned no text and no tool calls")
-
     def _error(
         self, kind: ErrorKind, message: str, *, body: Any = None, output_started: bool = False
     ) -> ProviderError:

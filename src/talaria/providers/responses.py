@@ -132,7 +132,7 @@ class ResponsesClient(EndpointClient["_Assembly"]):
             raise failure(self._error, data.get("error"), body=data)
         streamed = streamed_items or {}
         output = data.get("output") or [streamed[index] for index in sorted(streamed)]
-        return self._checked(parse_output(output, data, self._source))
+        return parse_output(output, data, self._source)
 
 
 class _Assembly:
