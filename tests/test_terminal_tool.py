@@ -169,3 +169,15 @@ def test_terminal_tools_are_registered_with_their_public_names() -> None:
     assert tools["terminal"].toolset == tools["process"].toolset == "terminal"
     assert tools["terminal"].parameters["required"] == ["command"]
     assert set(tools["terminal"].parameters["properties"]) == {"command", "timeout", "background"}
+
+
+def test_commands_never_see_the_agents_model_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-openai")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("PROJECT_SETTING", "visible")
+    script = 'echo "[$OPENAI_API_KEY][$ANTHROPIC_API_KEY][$PROJECT_SETTING]"'
+    assert "[][][visible]" in terminal(script, _ctx(tmp_path))
+    monkeypatch.setenv("TALARIA_TOOL_ENV_PASSTHROUGH", "ANTHROPIC_API_KEY")
+    assert "[][sk-ant-secret][visible]" in terminal(script, _ctx(tmp_path))

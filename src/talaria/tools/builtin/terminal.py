@@ -29,9 +29,22 @@ DRAIN_GRACE = 1.0
 """How long output may keep flowing after the shell exits (children still holding the pipe)."""
 
 
+MODEL_CREDENTIALS = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"})
+"""The agent's own model keys: a command the model writes (or a prompt injection) never sees
+them. List one in TALARIA_TOOL_ENV_PASSTHROUGH (comma-separated) to hand it through."""
+
+
 def shell_env() -> dict[str, str]:
-    """The environment commands run with: the agent's own, minus anything interactive."""
-    env = dict(os.environ)
+    """The environment commands run with: the agent's own, minus its model credentials and
+    anything interactive."""
+    passthrough = set(
+        os.environ.get("TALARIA_TOOL_ENV_PASSTHROUGH", "").replace(" ", "").split(",")
+    )
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in MODEL_CREDENTIALS or name in passthrough
+    }
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_EDITOR="true")
     return env
 
