@@ -181,3 +181,16 @@ def test_commands_never_see_the_agents_model_keys(
     assert "[][][visible]" in terminal(script, _ctx(tmp_path))
     monkeypatch.setenv("TALARIA_TOOL_ENV_PASSTHROUGH", "ANTHROPIC_API_KEY")
     assert "[][sk-ant-secret][visible]" in terminal(script, _ctx(tmp_path))
+
+
+def test_background_processes_follow_the_conversation_into_a_new_session(tmp_path: Path) -> None:
+    from talaria.tools.builtin.processes import move_session_processes
+
+    before = _ctx(tmp_path, session_id="before-compression")
+    started = terminal("sleep 30", before, background=True)
+    process_id = started.split(" as ")[1].split(" ")[0]
+    move_session_processes("before-compression", "after-compression")
+    after = _ctx(tmp_path, session_id="after-compression")
+    assert process_id in process("list", after)
+    assert process("list", before) == "No background processes."
+    assert "stopped" in process("kill", after, id=process_id)

@@ -27,6 +27,7 @@ from talaria.context.summary import (
 from talaria.context.tokens import ContextTracker, estimate_tokens
 from talaria.events import Notice, StatusChanged
 from talaria.providers.errors import ProviderError
+from talaria.tools.builtin.processes import move_session_processes
 
 if TYPE_CHECKING:
     from talaria.config import Config
@@ -227,6 +228,7 @@ class Compressor(ContextEngine):
             todos = getattr(rt.services, "todos", None)
             if todos is not None and todos.to_json():
                 store.set_state(new_id, "todos", todos.to_json())
+        move_session_processes(session.id, new_id)
         session.id = new_id
         session.history = history
         session.next_seq = 0

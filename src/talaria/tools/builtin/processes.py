@@ -124,6 +124,12 @@ def kill_session_processes(owner: str) -> None:
     REGISTRY.kill_owner(owner)
 
 
+def move_session_processes(old: str, new: str) -> None:
+    """A conversation continued in a new session (compression) keeps its processes."""
+    for process in REGISTRY.of_owner(old):
+        process.owner = new
+
+
 def process(action: str, ctx: ToolContext, id: str | None = None) -> str:
     """List, poll, read the log of, or kill a background process of this session."""
     if action == "list":
