@@ -11,7 +11,7 @@ import pytest
 
 from talaria import Agent
 from talaria.agent_tools.services import AgentServices
-from talaria.agent_tools.todo import TODO_TOOL, TodoList
+from talaria.agent_tools.todo import TASK_LIST_TOOL, TodoList
 from talaria.config import Config
 from talaria.context.compressor import Compressor
 from talaria.context.summary import SUMMARY_HEADER, find_summary
@@ -338,7 +338,7 @@ def test_end_to_end_through_the_agent(tmp_path: Path) -> None:
             base_url=server.openai_base_url,
             api_key="k",
             toolsets=[],
-            tools=[TODO_TOOL],
+            tools=[TASK_LIST_TOOL],
             home=tmp_path,
             cwd=tmp_path,
             config={"model.context_length": 2000, "compression.protect_last_n": 4},

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from talaria.agent_tools.services import AgentServices
-from talaria.agent_tools.todo import TODO_TOOL, TodoError, TodoList
+from talaria.agent_tools.todo import TASK_LIST_TOOL, TodoError, TodoList
 from talaria.store.base import SessionNotFound
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.tools.base import ToolContext, ToolError
@@ -130,7 +130,7 @@ def _call(services: AgentServices, tmp_path: Path, **arguments: Any) -> dict[str
         emit=lambda event: None,
         services=services,
     )
-    tool = TODO_TOOL
+    tool = TASK_LIST_TOOL
     assert tool.context_param is not None
     result: dict[str, Any] = tool.handler(**{tool.context_param: ctx}, **arguments)
     return result
@@ -176,7 +176,7 @@ def test_todo_tool_does_not_keep_a_list_it_could_not_save(tmp_path: Path) -> Non
 
 
 def test_todo_tool_schema_is_the_public_contract() -> None:
-    tool = TODO_TOOL
+    tool = TASK_LIST_TOOL
     assert (tool.name, tool.toolset) == ("todo", "todo")
     assert set(tool.parameters["properties"]) == {"todos", "merge"}
     assert "required" not in tool.parameters

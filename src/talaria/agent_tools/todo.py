@@ -154,7 +154,7 @@ DESCRIPTION = (
 )
 
 
-TODO_TOOL = Tool(
+TASK_LIST_TOOL = Tool(
     name="todo",
     description=DESCRIPTION,
     parameters={

@@ -37,10 +37,10 @@ def builtin_tools() -> list[Tool]:
     from talaria.agent_tools.delegate import DELEGATE_TOOL
     from talaria.agent_tools.memory import MEMORY_TOOL
     from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
-    from talaria.agent_tools.todo import TODO_TOOL
+    from talaria.agent_tools.todo import TASK_LIST_TOOL
     from talaria.tools.builtin import builtin_tools as core_tools
 
-    return [*core_tools(), TODO_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
+    return [*core_tools(), TASK_LIST_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
 
 
 def default_toolsets(caps: Capabilities) -> list[str]:
