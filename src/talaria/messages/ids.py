@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import secrets
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -20,11 +19,6 @@ from talaria.messages.validate import is_valid_call_id
 Message = dict[str, Any]
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_LEN = 64
-
-
-def new_call_id() -> str:
-    """A fresh id for a tool call the runtime creates itself."""
-    return "call_" + secrets.token_hex(12)
 
 
 def normalise_tool_call_ids(messages: Sequence[Message]) -> tuple[list[Message], dict[str, str]]:

@@ -54,9 +54,6 @@ class HookBus:
             raise ValueError(f"unknown hook {name!r}; known hooks: {', '.join(HOOK_NAMES)}")
         self._hooks[name].append(hook)
 
-    def has(self, name: str) -> bool:
-        return bool(self._hooks.get(name))
-
     def emit(self, name: str, **kwargs: Any) -> None:
         """Call every observer hook of `name`; failures are logged, never raised."""
         for hook in self._hooks[name]:

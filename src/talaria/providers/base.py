@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-ApiMode = Literal["chat_completions", "codex_responses", "anthropic_messages"]
 API_MODES: tuple[str, ...] = ("chat_completions", "codex_responses", "anthropic_messages")
 
 Message = dict[str, Any]
