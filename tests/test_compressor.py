@@ -345,6 +345,7 @@ def test_end_to_end_through_the_agent(tmp_path: Path) -> None:
         ) as agent:
             first = agent.run_conversation("make a plan: " + "context " * 100)
             parent = first["session_id"]
+            agent.store.rename(parent, "quarterly report")
             for number in range(6):
                 result = agent.run_conversation(f"turn {number}: " + "more words " * 80)
             assert result["completed"]
@@ -369,6 +370,7 @@ def test_end_to_end_through_the_agent(tmp_path: Path) -> None:
                 assert info is not None
                 current = info.parent_session_id
             assert lineage[-1] == parent
+            assert agent.store.resolve("quarterly report") == child, "the title follows the work"
             assert agent.store.get_state(child, "todos")[0]["content"] == "write the report"
             assert result["messages"] == agent.store.load_messages(child)
             assert result["usage"]["output_tokens"] > 0

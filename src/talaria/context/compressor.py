@@ -225,6 +225,11 @@ class Compressor(ContextEngine):
                 cwd=parent.cwd if parent else None,
             )
             store.update_session(session.id, end_reason="compressed", ended=True)
+            if parent is not None and parent.title:
+                # The title names the conversation, so it moves to where the conversation
+                # goes on: resuming by title must not fork from the pre-compression history.
+                store.rename(session.id, None)
+                store.rename(new_id, parent.title)
             todos = getattr(rt.services, "todos", None)
             if todos is not None and todos.to_json():
                 store.set_state(new_id, "todos", todos.to_json())
