@@ -278,25 +278,26 @@ def _stop(host: CommandHost, arg: str) -> None:
         host.renderer.note("· nothing is running")
 
 
-def _retry(host: CommandHost, arg: str) -> None:
+def _rewind(host: CommandHost, done: str, nothing: str) -> str | None:
+    """Continue from before the last user message; that message's text, or None."""
     last = split_last_exchange(host.history())
     if last is None:
-        host.renderer.note("· nothing to retry")
-        return
+        host.renderer.note(f"· nothing to {nothing}")
+        return None
     history, text = last
     host.fork(history)
-    host.renderer.note(f"· retrying: {text}")
-    host.submit(text)
+    host.renderer.note(f"· {done}: {text}")
+    return text
+
+
+def _retry(host: CommandHost, arg: str) -> None:
+    text = _rewind(host, "retrying", "retry")
+    if text is not None:
+        host.submit(text)
 
 
 def _undo(host: CommandHost, arg: str) -> None:
-    last = split_last_exchange(host.history())
-    if last is None:
-        host.renderer.note("· nothing to undo")
-        return
-    history, text = last
-    host.fork(history)
-    host.renderer.note(f"· undone: {text}")
+    _rewind(host, "undone", "undo")
 
 
 def _reasoning(host: CommandHost, arg: str) -> None:
