@@ -11,7 +11,7 @@ import pytest
 
 from talaria.config import Config
 from talaria.events import Event, Notice
-from talaria.loop.interrupt import Interrupted, InterruptSignal
+from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.runtime import Runtime
 from talaria.plugins.hooks import HookBus
 from talaria.providers.auxiliary import side_call

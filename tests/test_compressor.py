@@ -16,7 +16,7 @@ from talaria.config import Config
 from talaria.context.compressor import Compressor
 from talaria.context.summary import SUMMARY_HEADER, find_summary
 from talaria.events import Event, Notice, StatusChanged
-from talaria.loop.interrupt import Interrupted, InterruptSignal
+from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.messages.validate import history_problems
@@ -114,7 +114,7 @@ def setup(tmp_path: Path) -> Setup:
 
 
 async def test_a_short_conversation_is_left_alone(setup: Setup) -> None:
-    setup.session.append(*conversation(1))
+    await setup.session.append(*conversation(1))
     await setup.engine.before_request(setup.rt, setup.session, object())
     assert setup.session.id == "parent"
     assert setup.rt.caller.chain.active.client().requests == []  # type: ignore[attr-defined]
@@ -125,7 +125,7 @@ async def test_past_the_threshold_the_middle_becomes_a_summary_in_a_child_sessio
 ) -> None:
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
     history = conversation(6)
-    setup.session.append(*history)
+    await setup.session.append(*history)
     setup.rt.services.todos.apply(
         [{"id": "1", "content": "patch the parser", "status": "in_progress"}]
     )
@@ -169,7 +169,7 @@ async def test_past_the_threshold_the_middle_becomes_a_summary_in_a_child_sessio
 async def test_the_estimate_is_anchored_to_the_providers_real_count(setup: Setup) -> None:
     """Two short messages look tiny, but the provider said the prompt was 1,900 tokens."""
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
-    setup.session.append(*conversation(3, size=40))
+    await setup.session.append(*conversation(3, size=40))
     await setup.engine.before_request(setup.rt, setup.session, object())
     assert model.requests == []
     setup.engine.record_usage(Usage(input_tokens=1900), len(setup.session.history) + 1)
@@ -180,10 +180,10 @@ async def test_the_estimate_is_anchored_to_the_providers_real_count(setup: Setup
 async def test_recompression_updates_the_previous_summary(tmp_path: Path) -> None:
     model = ScriptedModel([text(SUMMARY), text("## Goal\nFix the parser, then the lexer.")])
     setup = Setup(tmp_path, model)
-    setup.session.append(*conversation(6))
+    await setup.session.append(*conversation(6))
     assert await setup.engine.compress(setup.rt, setup.session, object())
     first_child = setup.session.id
-    setup.session.append(*conversation(6)[2:])
+    await setup.session.append(*conversation(6)[2:])
     assert await setup.engine.compress(setup.rt, setup.session, object())
     assert "<previous-summary>\n" + SUMMARY in summariser_input(model)
     summaries = [m for m in setup.session.history if str(m["content"]).startswith(SUMMARY_HEADER)]
@@ -195,7 +195,7 @@ async def test_recompression_updates_the_previous_summary(tmp_path: Path) -> Non
 async def test_a_failed_summary_trims_old_tool_outputs_and_drops_nothing(tmp_path: Path) -> None:
     setup = Setup(tmp_path, ScriptedModel([Fail(400, "bad request")]))
     history = conversation(6)
-    setup.session.append(*history)
+    await setup.session.append(*history)
     assert await setup.engine.compress(setup.rt, setup.session, object())
     new = setup.session.history
     assert len(new) == len(history)
@@ -209,7 +209,7 @@ async def test_a_failed_summary_trims_old_tool_outputs_and_drops_nothing(tmp_pat
 
 async def test_an_empty_summary_also_falls_back(tmp_path: Path) -> None:
     setup = Setup(tmp_path, ScriptedModel([Reply(text="   ")]))
-    setup.session.append(*conversation(6))
+    await setup.session.append(*conversation(6))
     assert await setup.engine.compress(setup.rt, setup.session, object())
     assert find_summary(setup.session.history) is None
     assert any(str(m["content"]).startswith("[output trimmed") for m in setup.session.history)
@@ -220,13 +220,13 @@ async def test_no_progress_stops_retries_until_the_next_turn(tmp_path: Path) -> 
     bloated = "## Progress\n" + "everything happened " * 700
     model = ScriptedModel([text(bloated), text(SUMMARY)])
     setup = Setup(tmp_path, model)
-    setup.session.append(*conversation(6))
+    await setup.session.append(*conversation(6))
     turn = object()
     await setup.engine.before_request(setup.rt, setup.session, turn)
     await setup.engine.before_request(setup.rt, setup.session, turn)
     assert len(model.requests) == 1
     assert not await setup.engine.compress(setup.rt, setup.session, turn)
-    setup.session.append(*conversation(4))
+    await setup.session.append(*conversation(4))
     await setup.engine.before_request(setup.rt, setup.session, object())
     assert len(model.requests) == 2
 
@@ -236,12 +236,12 @@ async def test_a_long_tool_loop_is_compressed_once_a_safe_window_opens(setup: Se
     with nothing safe to cut, compression still happens later in that turn."""
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
     rounds = [m for m in conversation(8) if m.get("tool_calls") or m["role"] == "tool"]
-    setup.session.append(conversation(1)[0], *rounds[:2])
+    await setup.session.append(conversation(1)[0], *rounds[:2])
     setup.engine.record_usage(Usage(input_tokens=1500), len(setup.session.history) + 1)
     turn = object()
     await setup.engine.before_request(setup.rt, setup.session, turn)
     assert model.requests == []
-    setup.session.append(*rounds[2:])
+    await setup.session.append(*rounds[2:])
     await setup.engine.before_request(setup.rt, setup.session, turn)
     assert len(model.requests) == 1
     assert setup.session.history[0] == conversation(1)[0]
@@ -254,7 +254,7 @@ async def test_a_failed_summary_with_nothing_to_trim_is_not_retried_this_turn(
     model = ScriptedModel([Fail(500, "down"), text(SUMMARY)])
     setup = Setup(tmp_path, model)
     chat = [m for m in conversation(8) if m["role"] != "tool" and not m.get("tool_calls")]
-    setup.session.append(*chat)
+    await setup.session.append(*chat)
     turn = object()
     assert not await setup.engine.compress(setup.rt, setup.session, turn)
     await setup.engine.before_request(setup.rt, setup.session, turn)
@@ -268,14 +268,14 @@ async def test_at_most_three_compressions_per_turn(tmp_path: Path) -> None:
     setup = Setup(tmp_path, model)
     turn = object()
     for _ in range(4):
-        setup.session.append(*conversation(6))
+        await setup.session.append(*conversation(6))
         await setup.engine.before_request(setup.rt, setup.session, turn)
     assert len(model.requests) == 3
 
 
 async def test_compress_says_so_when_there_is_nothing_to_compress(setup: Setup) -> None:
     history = conversation(1)
-    setup.session.append(*history)
+    await setup.session.append(*history)
     assert not await setup.engine.compress(setup.rt, setup.session, None)
     assert setup.session.id == "parent" and setup.session.history == history
     assert setup.rt.caller.chain.active.client().requests == []  # type: ignore[attr-defined]
@@ -283,7 +283,7 @@ async def test_compress_says_so_when_there_is_nothing_to_compress(setup: Setup) 
 
 async def test_focus_reaches_the_summariser(setup: Setup) -> None:
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
-    setup.session.append(*conversation(6))
+    await setup.session.append(*conversation(6))
     assert await setup.engine.compress(setup.rt, setup.session, None, focus="the database schema")
     assert "focus on: the database schema" in summariser_input(model)
 
@@ -291,7 +291,7 @@ async def test_focus_reaches_the_summariser(setup: Setup) -> None:
 async def test_an_interrupt_during_the_summary_changes_nothing(tmp_path: Path) -> None:
     setup = Setup(tmp_path, ScriptedModel([Reply(text=SUMMARY, delay=5.0)]))
     history = conversation(6)
-    setup.session.append(*history)
+    await setup.session.append(*history)
     task = asyncio.ensure_future(setup.engine.compress(setup.rt, setup.session, object()))
     await asyncio.sleep(0.1)
     setup.rt.interrupt.set()

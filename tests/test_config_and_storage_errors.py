@@ -75,10 +75,16 @@ class FlakyStore(SQLiteSessionStore):
 
     broken = False
 
-    def append_messages(self, session_id: str, items: list[tuple[int, dict[str, Any]]]) -> None:
+    def append_messages(
+        self,
+        session_id: str,
+        items: list[tuple[int, dict[str, Any]]],
+        *,
+        writer: str | None = None,
+    ) -> None:
         if self.broken:
             raise StoreError("database or disk is full")
-        super().append_messages(session_id, items)
+        super().append_messages(session_id, items, writer=writer)
 
 
 def test_a_failing_store_fails_the_turn_cleanly_and_loses_nothing(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from conftest import RecordingStream
 from helpers import MODES, scripted_agent
 from talaria.events import Event, Notice
-from talaria.loop.interrupt import Interrupted, InterruptSignal
+from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.repair_response import (
     MAX_CONTINUATIONS,
     MAX_TRUNCATION_RETRIES,

@@ -29,43 +29,51 @@ def rm_step(target: Path):
 @pytest.mark.parametrize("decision", ["once", "session", "always", "deny"])
 def test_approval_decisions(provider: ScriptedProvider, tmp_path: Path, decision: str) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
-    first.mkdir()
-    second.mkdir()
     asked: list[Any] = []
 
     def approve(request: Any) -> str:
         asked.append(request)
         return decision
 
-    provider.add(rm_step(first), text("one"), rm_step(second), text("two"))
+    provider.add(rm_step(first), text("one"), rm_step(first), text("two"))
+    provider.add(rm_step(second), text("three"))
+    survived = []
     with make_agent(provider, tmp_path, approval_callback=approve) as agent:
-        agent.run_conversation(user_message="delete first")
-        agent.run_conversation(user_message="delete second")
+        for message, target in (("delete", first), ("again", first), ("other", second)):
+            target.mkdir(exist_ok=True)
+            agent.run_conversation(user_message=message)
+            survived.append(target.exists())
 
     assert "rm" in asked[0].command and asked[0].reason
-    if decision == "deny":
-        assert first.exists() and second.exists()
-        assert len(asked) == 2
-    elif decision == "once":
-        assert not first.exists() and not second.exists()
-        assert len(asked) == 2, "a one-off approval must be asked again"
+    assert asked[0].pattern == asked[0].command == f"rm -rf {first}"
+    assert survived == [decision == "deny"] * 3
+    if decision in ("deny", "once"):
+        assert len(asked) == 3, "a one-off answer must be asked again"
     else:
-        assert not first.exists() and not second.exists()
-        assert len(asked) == 1, f"{decision} approval must cover the second command"
+        assert len(asked) == 2, f"{decision} covers the same command, never another path"
+        assert asked[1].command == f"rm -rf {second}"
     config_file = tmp_path / "config.yaml"
     persisted = yaml.safe_load(config_file.read_text()) if config_file.exists() else {}
-    assert bool(persisted and persisted.get("command_allowlist")) == (decision == "always")
+    expected = [f"rm -rf {first}", f"rm -rf {second}"] if decision == "always" else None
+    assert (persisted or {}).get("command_allowlist") == expected
 
 
-def test_always_is_remembered_by_a_new_agent(provider: ScriptedProvider, tmp_path: Path) -> None:
-    target = tmp_path / "victim"
-    target.mkdir()
-    provider.add(rm_step(tmp_path / "nothing"), text("ok"), rm_step(target), text("done"))
+def test_always_is_remembered_by_a_new_agent_for_that_command_only(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    target, other = tmp_path / "victim", tmp_path / "other"
+    provider.add(rm_step(target), text("ok"), rm_step(target), text("done"))
+    provider.add(rm_step(other), text("refused"))
     with make_agent(provider, tmp_path, approval_callback=lambda request: "always") as agent:
         agent.run_conversation(user_message="first")
+    target.mkdir()
+    other.mkdir()
     with make_agent(provider, tmp_path) as headless:
         result = headless.run_conversation(user_message="second")
-    assert not target.exists(), tool_results(result)
+        assert not target.exists(), tool_results(result)
+        denied = headless.run_conversation(user_message="third")
+    assert other.exists()
+    assert tool_results(denied)[-1].startswith("Denied")
 
 
 def test_hard_floor_is_blocked_even_in_yolo_mode(

@@ -5,7 +5,6 @@ renderer writes plain text into a buffer."""
 from __future__ import annotations
 
 import io
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,9 @@ from talaria.cli.slash import (
     parse_model_ref,
     split_last_exchange,
 )
+from talaria.events import ApprovalRequested, RequestWithdrawn
 from talaria.store.sqlite import SQLiteSessionStore
-from talaria.tools.approval import ApprovalRequest, ApprovalState
+from talaria.tools.approval import ApprovalState
 
 REQUIRED = {
     "help",
@@ -324,47 +324,67 @@ def test_clarify_takes_a_choice_number_or_free_text():
     assert parse_clarify("  ", choices) is None
 
 
-def _request() -> ApprovalRequest:
-    return ApprovalRequest(
+def _approval(request_id: str = "req_1") -> ApprovalRequested:
+    return ApprovalRequested(
+        request_id=request_id,
+        call_id="call_1",
         command="rm -rf build",
         reason="recursive delete",
         tool_name="terminal",
         arguments={},
-        pattern="rm -rf",
+        pattern="rm -rf build",
     )
 
 
-def _ask_in_thread(broker: QuestionBroker) -> tuple[threading.Thread, list[str]]:
-    answers: list[str] = []
-    thread = threading.Thread(target=lambda: answers.append(broker.approve(_request())))
-    thread.start()
-    for _ in range(200):
-        if broker.pending() is not None:
-            break
-        threading.Event().wait(0.01)
-    return thread, answers
+def _broker() -> tuple[QuestionBroker, list[str], list[tuple[str, str]]]:
+    shown: list[str] = []
+    answered: list[tuple[str, str]] = []
+    broker = QuestionBroker(
+        show=lambda text, style: shown.append(text),
+        wake=lambda: None,
+        respond=lambda rid, answer: answered.append((rid, answer)) is None,
+    )
+    return broker, shown, answered
 
 
 def test_an_approval_waits_for_a_valid_answer_from_the_prompt():
-    shown: list[str] = []
-    broker = QuestionBroker(show=lambda text, style: shown.append(text), wake=lambda: None)
-    thread, answers = _ask_in_thread(broker)
+    broker, shown, answered = _broker()
+    broker.on_event(_approval())
     assert "rm -rf build" in shown[0] and "recursive delete" in shown[0]
     assert broker.answer("perhaps") is None
     assert broker.answer("s") == "session"
-    thread.join(5)
-    assert answers == ["session"]
+    assert answered == [("req_1", "session")]
     assert broker.pending() is None
 
 
+def test_parallel_requests_are_all_shown_and_answered_oldest_first():
+    broker, shown, answered = _broker()
+    broker.on_event(_approval("req_1"))
+    broker.on_event(_approval("req_2"))
+    assert len(shown) == 2 and "2 questions waiting" in shown[1]
+    assert broker.answer("o") == "once"
+    assert broker.answer("d") == "deny"
+    assert answered == [("req_1", "once"), ("req_2", "deny")]
+
+
+def test_a_withdrawn_request_leaves_the_prompt_and_the_next_line_is_not_its_answer():
+    broker, shown, answered = _broker()
+    broker.on_event(_approval())
+    broker.on_event(RequestWithdrawn("req_1", "approval", "timeout"))
+    assert broker.pending() is None
+    assert "withdrawn" in shown[-1] and "in time" in shown[-1]
+    assert broker.answer("y") is None
+    assert answered == []
+
+
 def test_a_cancelled_or_closed_approval_is_a_denial():
-    broker = QuestionBroker(show=lambda text, style: None, wake=lambda: None)
-    thread, answers = _ask_in_thread(broker)
+    broker, _, answered = _broker()
+    broker.on_event(_approval("req_1"))
     broker.cancel()
-    thread.join(5)
-    assert answers == ["deny"]
+    assert answered == [("req_1", "deny")]
     broker.close()
-    assert broker.approve(_request()) == "deny"
+    broker.on_event(_approval("req_2"))
+    assert answered[-1] == ("req_2", "deny") and broker.pending() is None
 
 
 # ---- rendering -------------------------------------------------------------------------------

@@ -177,7 +177,7 @@ def _random_text(rng: random.Random, label: str) -> str:
     return " ".join(rng.choices(WORDS.split(), k=12)) + f" {label}"
 
 
-def test_search_over_100k_messages_is_fast(db: Path) -> None:
+def test_search_over_100k_messages_stays_bounded(db: Path) -> None:
     rng = random.Random(7)
     with SQLiteSessionStore(db) as store:
         for n in range(10):
@@ -195,7 +195,8 @@ def test_search_over_100k_messages_is_fast(db: Path) -> None:
                 def search(text: str = query, skip: str | None = exclude) -> None:
                     store.search(text, limit=10, exclude_session=skip)
 
-                assert _best_of(3, search) < 0.05, (query, exclude)
+                # ~3 ms here (bench/session_search.py); the bound only catches a full scan
+                assert _best_of(3, search) < 1.0, (query, exclude)
         assert [h.message_seq for h in store.search("id3x777")] == [777]
         hits = store.search("deploy", exclude_session="current")
         assert len(hits) == 10 and "current" not in {h.session_id for h in hits}

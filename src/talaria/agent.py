@@ -15,11 +15,14 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from talaria.callbacks import CallbackSink
-from talaria.config import Config, set_config_value
-from talaria.loop.interrupt import InterruptSignal
+from talaria.callbacks import CallbackSink, answer_with_callbacks
+from talaria.config import Config, add_to_config_list
+from talaria.events import Event
+from talaria.interaction import Interactions, Request
+from talaria.interrupt import InterruptSignal
 from talaria.loop.session import SessionHandle
 from talaria.plugins.hooks import HookBus
+from talaria.store.base import new_writer_id
 from talaria.tools.approval import ApprovalState
 from talaria.tools.base import Tool
 
@@ -57,6 +60,8 @@ class Agent:
         **callbacks: Callable[..., Any] | None,
     ) -> None:
         self.events = CallbackSink(callbacks)
+        self.interactions = Interactions(self.events)
+        answer_with_callbacks(self.events, self.interactions, callbacks)
         self.config = Config.load(home, overrides=config)
         self.home = self.config.home
         self.cwd = Path(cwd).resolve() if cwd else Path.cwd()
@@ -86,6 +91,7 @@ class Agent:
         self._store = store
         self._owns_store = store is None
         self._interrupt = InterruptSignal()
+        self._writer_id = new_writer_id()
         self._turn_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runtime: Runtime | None = None
@@ -127,7 +133,8 @@ class Agent:
         conversation_history: list[dict[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
-        from talaria.loop.turn import result_dict, run_turn
+        from talaria.loop.turn import busy_result, result_dict, run_turn
+        from talaria.store.base import SessionBusy
 
         if not isinstance(user_message, str):
             raise TypeError("user_message must be a string")
@@ -136,13 +143,48 @@ class Agent:
         try:
             self._interrupt.clear()
             runtime = self._ensure_runtime()
-            session = self._ensure_session(runtime, system_message, conversation_history)
-            runtime.services.session_id = session.id
-            state = await run_turn(runtime, session, user_message, task_id or runtime.new_id())
+            session = await self._ensure_session(runtime, system_message, conversation_history)
+            task = task_id or runtime.new_id()
+            try:
+                await session.begin_turn(self._writer_id)
+            except SessionBusy as busy:
+                return busy_result(busy, session, task)
+            try:
+                runtime.services.session_id = session.id
+                state = await run_turn(runtime, session, user_message, task)
+            finally:
+                await _release_quietly(session)
             self._record_turn(session, state)
             return result_dict(state, session, self._interrupt.message)
         finally:
             self._turn_lock.release()
+
+    def respond(self, request_id: str, answer: object) -> bool:
+        """Answer a pending approval ("once" | "session" | "always" | "deny") or clarify
+        request (text) from any thread or front end. False when it is no longer pending
+        (answered elsewhere, withdrawn); ValueError when the answer does not fit."""
+        return self.interactions.respond(request_id, answer)
+
+    @property
+    def pending_requests(self) -> list[Request]:
+        """The approval and clarify requests waiting for an answer right now."""
+        return self.interactions.pending()
+
+    def subscribe(
+        self, listener: Callable[[Event], None], answers: Sequence[str] = ()
+    ) -> Callable[[], None]:
+        """Receive every engine event; `answers` ("approval", "clarify") declares that this
+        front end answers those requests through `respond` (subscribe before the first turn
+        for clarify to be offered). Returns the unsubscribe function."""
+        self.events.listeners.append(listener)
+        remove_responder = self.interactions.add_responder(answers)
+
+        def unsubscribe() -> None:
+            remove_responder()
+            if listener in self.events.listeners:
+                self.events.listeners.remove(listener)
+
+        return unsubscribe
 
     def interrupt(self, message: str | None = None) -> None:
         """Stop the running turn cleanly (thread-safe). `message` is kept for the caller."""
@@ -191,16 +233,19 @@ class Agent:
         return bool(self._run_sync(runtime.context_engine.compress(runtime, session, None, focus)))
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run on the agent's own loop (it keeps SDK connections alive across turns); from
-        inside a running loop, on a helper thread instead."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            if self._loop is None or self._loop.is_closed():
-                self._loop = asyncio.new_event_loop()
-                weakref.finalize(self, _shutdown_loop, self._loop)
-            return self._loop.run_until_complete(coro)
-        return _run_in_thread(coro)
+        """Run on the agent's own loop (it keeps connections alive across turns). From inside
+        a running loop that would freeze the caller's loop for the whole turn: refuse."""
+        if _loop_running():
+            coro.close()
+            raise RuntimeError(
+                "Agent.chat()/run_conversation()/compress() were called from inside a running "
+                "event loop, which they would block for the whole turn; use "
+                "`await agent.achat(...)` / `await agent.arun_conversation(...)` instead"
+            )
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+            weakref.finalize(self, _shutdown_loop, self._loop)
+        return self._loop.run_until_complete(coro)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -253,18 +298,18 @@ class Agent:
 
     def _ensure_runtime(self) -> Runtime:
         if self._runtime is None:
-            from talaria.loop.assemble import assemble_runtime
+            from talaria.assembly import assemble_runtime
 
             self._runtime = assemble_runtime(self)
         return self._runtime
 
-    def _ensure_session(
+    async def _ensure_session(
         self,
         runtime: Runtime,
         system_message: str | None,
         conversation_history: list[dict[str, Any]] | None,
     ) -> SessionHandle:
-        from talaria.loop.assemble import open_session
+        from talaria.assembly import open_session
 
         if self._session is None:
             self._session = open_session(self, runtime, system_message)
@@ -272,7 +317,7 @@ class Agent:
         elif system_message is not None:
             self._session.system_prompt = system_message
         if conversation_history is not None:
-            self._session.use_history(conversation_history)
+            await self._session.use_history(conversation_history)
         return self._session
 
     def _record_turn(self, session: SessionHandle, state: Any) -> None:
@@ -301,16 +346,14 @@ class Agent:
         from talaria.tools.builtin.processes import kill_session_processes
 
         kill_session_processes(self._session.id)
+        self.approvals.end_session()
         if self._store is not None:
             self._store.update_session(self._session.id, end_reason=reason, ended=True)
             self.hooks.emit("on_session_end", session_id=self._session.id)
 
-    def _persist_allowlist(self, pattern: str) -> None:
-        path = self.home / "config.yaml"
-        current = list(self.config.get("command_allowlist", []))
-        if pattern not in current:
-            current.append(pattern)
-            set_config_value(path, "command_allowlist", current)
+    def _persist_allowlist(self, command: str) -> None:
+        """Add the grant to the file as it is now (other agents may have added theirs)."""
+        add_to_config_list(self.home / "config.yaml", "command_allowlist", command)
 
 
 AIAgent = Agent
@@ -324,6 +367,14 @@ def _as_tool(obj: Any) -> Tool:
     return as_tool(obj)
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _shutdown_loop(loop: asyncio.AbstractEventLoop) -> None:
     """Finish what the SDKs left open on the agent's loop (stream generators), then close it."""
     if loop.is_closed() or loop.is_running():
@@ -335,19 +386,10 @@ def _shutdown_loop(loop: asyncio.AbstractEventLoop) -> None:
     loop.close()
 
 
-def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from code that already has a running loop."""
-    box: dict[str, Any] = {}
+async def _release_quietly(session: SessionHandle) -> None:
+    from talaria.store.base import StoreError
 
-    def runner() -> None:
-        try:
-            box["result"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=runner, name="talaria-turn", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+    try:
+        await session.end_turn()
+    except StoreError:
+        log.warning("session %s: the writer lease was not released", session.id, exc_info=True)

@@ -7,11 +7,14 @@ turn. `event_callback` receives every event (what the CLI, ACP and HTTP server u
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from talaria import events as ev
+from talaria.interaction import Interactions
+from talaria.offload import start_daemon
 
 log = logging.getLogger("talaria.callbacks")
 
@@ -74,3 +77,48 @@ class CallbackSink:
             callback(payload)
         except Exception:
             log.exception("%s raised; ignored", name)
+
+
+def answer_with_callbacks(
+    sink: CallbackSink, interactions: Interactions, callbacks: dict[str, Any]
+) -> None:
+    """`approval_callback(request)` and `clarify_callback(question, choices)` as responders:
+    each request is handed to its callback on a thread of its own (a user may take minutes)
+    and the callback's return value becomes the answer. A callback that raises denies."""
+    approve = callbacks.get("approval_callback")
+    clarify = callbacks.get("clarify_callback")
+    kinds = [kind for kind, fn in (("approval", approve), ("clarify", clarify)) if fn]
+    if not kinds:
+        return
+    interactions.add_responder(kinds)
+
+    def on_event(event: ev.Event) -> None:
+        if isinstance(event, ev.ApprovalRequested) and approve is not None:
+            ask: Callable[[], Any] = functools.partial(approve, event)
+            fallback: str = "deny"
+        elif isinstance(event, ev.ClarifyRequested) and clarify is not None:
+            ask = functools.partial(clarify, event.question, event.choices)
+            fallback = ""
+        else:
+            return
+        start_daemon(
+            functools.partial(_answer, interactions, event.request_id, ask, fallback),
+            f"talaria-{event.kind}",
+        )
+
+    sink.listeners.append(on_event)
+
+
+def _answer(
+    interactions: Interactions, request_id: str, ask: Callable[[], Any], fallback: str
+) -> None:
+    try:
+        answer = ask()
+    except Exception:
+        log.exception("request callback raised; answering %r", fallback)
+        answer = fallback
+    try:
+        interactions.respond(request_id, answer)
+    except ValueError:
+        log.warning("callback answered %r, which is not a valid answer; denying", answer)
+        interactions.respond(request_id, fallback)

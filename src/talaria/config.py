@@ -177,6 +177,22 @@ def set_config_value(path: Path, dotted: str, value: Any) -> None:
         node = child
     node[leaf] = value
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".yaml.tmp")
+    tmp = path.with_suffix(f".yaml.{os.getpid()}.tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def add_to_config_list(path: Path, dotted: str, item: Any) -> None:
+    """Append `item` to a list key unless it is there, re-reading the file under an exclusive
+    lock so that concurrent writers (two agents granting "always") never drop each other's."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".yaml.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        node: Any = read_config_file(path)
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        current = list(node) if isinstance(node, list) else []
+        if item not in current:
+            set_config_value(path, dotted, [*current, item])

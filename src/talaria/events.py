@@ -74,9 +74,50 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    """A tool call needs a human's yes. Answer with `agent.respond(request_id, decision)`,
+    decision one of `choices`; a `session`/`always` grant remembers `pattern` (the exact command
+    or path the user was shown, never a whole class of commands)."""
+
+    request_id: str
+    call_id: str
+    tool_name: str
+    command: str
+    reason: str
+    arguments: dict[str, Any]
+    pattern: str
+    choices: tuple[str, ...] = ("once", "session", "always", "deny")
+    kind: str = "approval"
+
+
+@dataclass(frozen=True, slots=True)
 class ClarifyRequested:
+    """The model asks the user a question. Answer with `agent.respond(request_id, text)`."""
+
+    request_id: str
+    call_id: str
     question: str
     choices: list[str] | None
+    kind: str = "clarify"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestResolved:
+    """A pending request got its answer (from any front end)."""
+
+    request_id: str
+    kind: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestWithdrawn:
+    """A pending request lapsed without an answer; every front end clears its prompt.
+    reason: timeout | interrupted | turn_ended."""
+
+    request_id: str
+    kind: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +156,10 @@ Event = (
     | ToolCallGenerated
     | ToolStarted
     | ToolFinished
+    | ApprovalRequested
     | ClarifyRequested
+    | RequestResolved
+    | RequestWithdrawn
     | StepFinished
     | Notice
     | TurnFinished

@@ -11,13 +11,34 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from talaria.config import Config
 from talaria.providers.base import Usage
 from talaria.tools.base import Tool, ToolContext, ToolError
 
-if TYPE_CHECKING:
-    from talaria.agent import Agent
+
+class Child(Protocol):
+    """What the runner needs of a child agent (built by `talaria.assembly.spawn_child`)."""
+
+    session_id: str | None
+
+    def run_conversation(
+        self,
+        user_message: str,
+        system_message: str | None = None,
+        conversation_history: list[dict[str, Any]] | None = None,
+        task_id: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    def interrupt(self, message: str | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+SpawnChild = Callable[[str, list[str]], Child]
+"""(parent session id, toolsets) -> a new child agent."""
 
 CHILD_TOOLSETS = ("terminal", "file", "todo", "session_search")
 MAX_TASKS = 10
@@ -33,14 +54,18 @@ CHILD_SYSTEM_PROMPT = (
 class ChildRunner:
     """Runs children for one parent agent (depth limit 1: children get no runner)."""
 
-    def __init__(self, parent: Agent) -> None:
-        self.parent = parent
+    def __init__(
+        self, config: Config, spawn: SpawnChild, add_usage: Callable[[Usage], None]
+    ) -> None:
+        self.config = config
+        self.spawn = spawn
+        self.add_usage = add_usage
 
     def run(self, tasks: list[dict[str, str]], ctx: ToolContext) -> list[dict[str, Any]]:
-        config = self.parent.config
+        config = self.config
         width = max(1, int(config.get("delegation.max_concurrent_children", 3)))
         timeout = float(config.get("delegation.timeout", 600))
-        children = [self._spawn(ctx) for _ in tasks]
+        children = [self.spawn(ctx.session_id, list(CHILD_TOOLSETS)) for _ in tasks]
         pool = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="talaria-child")
         futures = [
             pool.submit(_run_child, child, task, ctx.task_id, index)
@@ -57,13 +82,13 @@ class ChildRunner:
                 results.append(_ended_early(index, tasks[index], status or "interrupted", child))
         pool.shutdown(wait=False, cancel_futures=True)
         for result in results:
-            self.parent.add_side_usage(Usage.from_dict(result.get("usage", {})))
+            self.add_usage(Usage.from_dict(result.get("usage", {})))
         return results
 
     def _watch(
         self,
         futures: list[concurrent.futures.Future[dict[str, Any]]],
-        children: list[Agent],
+        children: list[Child],
         interrupt: threading.Event,
         deadline: float,
     ) -> list[str | None]:
@@ -85,33 +110,8 @@ class ChildRunner:
             concurrent.futures.wait(futures, timeout=0.1)
         return statuses
 
-    def _spawn(self, ctx: ToolContext) -> Agent:
-        from talaria.agent import Agent
 
-        parent = self.parent
-        config = parent.config
-        child = Agent(
-            model=parent._model_args["model"],
-            provider=parent._model_args["provider"],
-            base_url=parent._model_args["base_url"],
-            api_key=parent._model_args["api_key"],
-            api_mode=parent._model_args["api_mode"],
-            toolsets=list(CHILD_TOOLSETS),
-            max_iterations=int(config.get("delegation.max_iterations", 50)),
-            fallback_providers=parent._fallbacks,
-            home=parent.home,
-            cwd=parent.cwd,
-            stream=False,
-            store=parent.store,
-            source="subagent",
-            config={"approvals.mode": config.get("delegation.approvals", "manual")},
-        )
-        child.depth = parent.depth + 1
-        child.parent_session_id = ctx.session_id
-        return child
-
-
-def _run_child(child: Agent, task: dict[str, str], parent_task: str, index: int) -> dict[str, Any]:
+def _run_child(child: Child, task: dict[str, str], parent_task: str, index: int) -> dict[str, Any]:
     goal = task["goal"]
     context = task.get("context") or ""
     message = f"Goal:\n{goal}" + (f"\n\nContext:\n{context}" if context else "")
@@ -146,7 +146,7 @@ def _run_child(child: Agent, task: dict[str, str], parent_task: str, index: int)
 
 
 def _ended_early(
-    index: int, task: dict[str, str], status: str, child: Agent, error: str | None = None
+    index: int, task: dict[str, str], status: str, child: Child, error: str | None = None
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "task_index": index,

@@ -105,7 +105,9 @@ class Chat:
         self.home = home
         self.registry: SlashRegistry = build_registry()
         self.last_result: dict[str, Any] | None = None
-        self.broker = QuestionBroker(show=self._show_question, wake=self._invalidate)
+        self.broker = QuestionBroker(
+            show=self._show_question, wake=self._invalidate, respond=self._respond
+        )
         self.renderer: Renderer
         self._model_overrides: dict[str, Any] = {}
         self._pending_history: list[dict[str, Any]] | None = None
@@ -127,13 +129,12 @@ class Chat:
 
         kwargs = agent_kwargs(self.args)
         kwargs.update(self._model_overrides)
-        return Agent(
-            session_id=session_id,
-            event_callback=self._on_event,
-            approval_callback=self.broker.approve,
-            clarify_callback=self.broker.clarify,
-            **kwargs,
-        )
+        agent = Agent(session_id=session_id, event_callback=self._on_event, **kwargs)
+        agent.subscribe(self.broker.on_event, answers=("approval", "clarify"))
+        return agent
+
+    def _respond(self, request_id: str, answer: str) -> bool:
+        return self.agent.respond(request_id, answer)
 
     def resume_from_args(self) -> bool:
         """Point the agent at the session --resume/--continue names (False: none matches)."""

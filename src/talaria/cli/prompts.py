@@ -1,18 +1,21 @@
-"""Approval and clarify prompts: questions a tool asks from a worker thread, answered at the
-prompt the main thread owns.
+"""Approval and clarify prompts: the engine's interaction requests, answered at the prompt the
+main thread owns.
 
-The agent calls `approval_callback` / `clarify_callback` from its tool threads and waits; the
-`QuestionBroker` parks the question, the prompt shows it instead of the normal input line, and
-the next line the user enters is the answer. Ctrl+C or leaving the chat cancels it, and a
-cancelled approval is a denial (fail closed).
+The broker listens to the agent's request events: each request is shown the moment it is asked
+(so parallel approvals are all visible), the prompt asks for the oldest one, and the next valid
+line the user enters answers it through `agent.respond`. A request the engine withdraws (timed
+out, interrupted, answered elsewhere) leaves the queue with a note, so a later line never
+answers a call that is already dead. Ctrl+C or leaving the chat denies what is pending.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from talaria import events as ev
 
 APPROVAL_ANSWERS: dict[str, str] = {
     "o": "once",
@@ -69,64 +72,73 @@ def clarify_text(question: str, choices: list[str] | None) -> str:
 
 @dataclass
 class Question:
-    """One question waiting for the user's line."""
+    """One request waiting for the user's line."""
 
+    request_id: str
     label: str
     parse: Callable[[str], str | None]
     on_cancel: str
-    answer: str | None = None
-    done: threading.Event = field(default_factory=threading.Event)
 
 
 class QuestionBroker:
-    """Hands questions from tool threads to the prompt, one at a time."""
+    """Queues the agent's requests for the prompt, oldest first."""
 
-    def __init__(self, show: Callable[[str, str], None], wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        show: Callable[[str, str], None],
+        wake: Callable[[], None],
+        respond: Callable[[str, str], bool],
+    ) -> None:
         self._show = show
-        """Prints the question's text (text, style) above the prompt."""
+        """Prints a question's text (text, style) above the prompt."""
         self._wake = wake
-        """Redraws the prompt so it shows the question's label."""
-        self._one_at_a_time = threading.Lock()
+        """Redraws the prompt so it shows the current question's label."""
+        self._respond = respond
+        """Hands an answer to the agent (`agent.respond`)."""
         self._lock = threading.Lock()
-        self._pending: Question | None = None
+        self._queue: list[Question] = []
         self._closed = False
+
+    def on_event(self, event: Any) -> None:
+        """The agent's event listener (called on the agent's thread)."""
+        if isinstance(event, ev.ApprovalRequested):
+            question = Question(event.request_id, APPROVAL_LABEL, parse_approval, "deny")
+            self._enqueue(question, approval_text(event), "yellow")
+        elif isinstance(event, ev.ClarifyRequested):
+            choices = event.choices
+
+            def parse(line: str) -> str | None:
+                return parse_clarify(line, choices)
+
+            question = Question(event.request_id, CLARIFY_LABEL, parse, "")
+            self._enqueue(question, clarify_text(event.question, choices), "cyan")
+        elif isinstance(event, ev.RequestWithdrawn | ev.RequestResolved):
+            self._drop(event)
 
     def pending(self) -> Question | None:
         with self._lock:
-            return self._pending
-
-    def ask(self, question: Question, text: str, style: str) -> str:
-        """Show `text`, wait for a valid answer (blocking the calling tool thread)."""
-        with self._one_at_a_time:
-            with self._lock:
-                if self._closed:
-                    return question.on_cancel
-                self._pending = question
-            self._show(text, style)
-            self._wake()
-            question.done.wait()
-            with self._lock:
-                self._pending = None
-            self._wake()
-            return question.answer if question.answer is not None else question.on_cancel
+            return self._queue[0] if self._queue else None
 
     def answer(self, line: str) -> str | None:
-        """Give the pending question the user's line: the answer it took (a choice's number
+        """Give the oldest request the user's line: the answer it took (a choice's number
         becomes the choice), or None when the line is not a valid answer."""
-        question = self.pending()
-        if question is None:
-            return None
-        value = question.parse(line)
-        if value is None:
-            return None
-        question.answer = value
-        question.done.set()
+        with self._lock:
+            question = self._queue[0] if self._queue else None
+            value = question.parse(line) if question is not None else None
+            if question is None or value is None:
+                return None
+            self._queue.pop(0)
+        self._respond(question.request_id, value)
+        self._wake()
         return value
 
     def cancel(self) -> None:
-        question = self.pending()
-        if question is not None:
-            question.done.set()
+        """Deny (or leave unanswered) everything pending."""
+        with self._lock:
+            queue, self._queue = self._queue, []
+        for question in queue:
+            self._respond(question.request_id, question.on_cancel)
+        self._wake()
 
     def close(self) -> None:
         """No more questions will be answered: everything pending or later is cancelled."""
@@ -134,16 +146,36 @@ class QuestionBroker:
             self._closed = True
         self.cancel()
 
-    # ---- the agent's callbacks ----------------------------------------------------------
-
-    def approve(self, request: Any) -> str:
-        question = Question(APPROVAL_LABEL, parse_approval, on_cancel="deny")
-        return self.ask(question, approval_text(request), "yellow")
-
-    def clarify(self, question: str, choices: list[str] | None) -> str:
-        asked = Question(
-            CLARIFY_LABEL,
-            lambda line: parse_clarify(line, choices),
-            on_cancel="(the user did not answer)",
+    def _enqueue(self, question: Question, text: str, style: str) -> None:
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._queue.append(question)
+                waiting = len(self._queue)
+        if closed:
+            self._respond(question.request_id, question.on_cancel)
+            return
+        self._show(
+            text + (f"\n  ({waiting} questions waiting; oldest first)" if waiting > 1 else ""),
+            style,
         )
-        return self.ask(asked, clarify_text(question, choices), "cyan")
+        self._wake()
+
+    def _drop(self, event: ev.RequestWithdrawn | ev.RequestResolved) -> None:
+        with self._lock:
+            before = len(self._queue)
+            self._queue = [q for q in self._queue if q.request_id != event.request_id]
+            dropped = len(self._queue) < before
+        if dropped and isinstance(event, ev.RequestWithdrawn):
+            what = "approval request" if event.kind == "approval" else "question"
+            why = WITHDRAWN_REASONS.get(event.reason, event.reason)
+            self._show(f"  ✗ the {what} was withdrawn ({why})", "dim")
+        if dropped:
+            self._wake()
+
+
+WITHDRAWN_REASONS = {
+    "timeout": "nobody answered in time; it was denied",
+    "interrupted": "the turn was interrupted",
+    "turn_ended": "the turn ended",
+}

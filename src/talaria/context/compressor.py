@@ -26,6 +26,7 @@ from talaria.context.summary import (
 )
 from talaria.context.tokens import ContextTracker, estimate_tokens
 from talaria.events import Notice, StatusChanged
+from talaria.offload import run_blocking
 from talaria.providers.errors import ProviderError
 from talaria.tools.builtin.processes import move_session_processes
 
@@ -80,7 +81,7 @@ class Compressor(ContextEngine):
         return await self._compress(rt, session, focus)
 
     async def _compress(self, rt: Runtime, session: SessionHandle, focus: str | None) -> bool:
-        self._save_first(rt, session)
+        await self._save_first(rt, session)
         history = session.history
         previous = find_summary(history)
         head = previous if previous is not None and previous >= HEAD else HEAD
@@ -95,7 +96,7 @@ class Compressor(ContextEngine):
             return False
         before = estimate_tokens([*_system(session), *history], rt.tool_schemas)
         after = estimate_tokens([*_system(session), *compressed], rt.tool_schemas)
-        new_id = self._continue_in_child(rt, session, compressed)
+        new_id = await self._continue_in_child(rt, session, compressed)
         self._count += 1
         self.tracker.reset()
         if after > before * (1 - MIN_GAIN):
@@ -158,10 +159,10 @@ class Compressor(ContextEngine):
             self._stalled = False
 
     @staticmethod
-    def _save_first(rt: Runtime, session: SessionHandle) -> None:
+    async def _save_first(rt: Runtime, session: SessionHandle) -> None:
         """Nothing may be lost: the session's messages and any pending memory reach the disk
         before the history is rewritten."""
-        session.flush()
+        await session.flush()
         flush = getattr(getattr(rt.services, "memory", None), "flush", None)
         if callable(flush):
             flush()
@@ -202,43 +203,35 @@ class Compressor(ContextEngine):
             return ""
         return clean_summary(response.text)
 
-    def _continue_in_child(
+    async def _continue_in_child(
         self, rt: Runtime, session: SessionHandle, history: list[Message]
     ) -> str:
-        """Start the child session holding the compressed history and swap it into the live
-        handle, which the loop and the agent keep using."""
+        """Start the child session holding the compressed history (one store transaction)
+        and swap it into the live handle, which the loop and the agent keep using."""
         from talaria.loop.session import new_session_id
 
         new_id = new_session_id()
-        store = session.store
-        if store is not None:
-            parent = store.get_session(session.id)
+        if session.store is not None:
             active = rt.caller.chain.active
-            store.create_session(
+            todos = getattr(rt.services, "todos", None)
+            state = {"todos": todos.to_json()} if todos is not None and todos.to_json() else {}
+            await run_blocking(
+                session.store.continue_in_child,
+                session.id,
                 new_id,
-                source=parent.source if parent else "api",
+                history,
                 model=active.model,
                 provider=active.provider,
                 api_mode=active.api_mode,
                 system_prompt=session.system_prompt,
-                parent_session_id=session.id,
-                cwd=parent.cwd if parent else None,
+                state=state,
+                writer=session.writer,
             )
-            store.update_session(session.id, end_reason="compressed", ended=True)
-            if parent is not None and parent.title:
-                # The title names the conversation, so it moves to where the conversation
-                # goes on: resuming by title must not fork from the pre-compression history.
-                store.rename(session.id, None)
-                store.rename(new_id, parent.title)
-            todos = getattr(rt.services, "todos", None)
-            if todos is not None and todos.to_json():
-                store.set_state(new_id, "todos", todos.to_json())
         move_session_processes(session.id, new_id)
         session.id = new_id
         session.history = history
-        session.next_seq = 0
-        session.unsaved = len(history)
-        session.flush()
+        session.next_seq = len(history)
+        session.unsaved = 0
         if rt.services is not None and hasattr(rt.services, "session_id"):
             rt.services.session_id = new_id
         return new_id

@@ -2,13 +2,16 @@
 
 Per turn, every tool call the model makes (failed and invalid ones too) is reduced to a
 signature: its name and its canonical arguments. When the newest calls form a cycle (A,A,A or
-A,B,A,B or A,B,C,A,B,C) the guard escalates one step each time the cycle goes on: first the
-model is warned (an ephemeral note on the next request), then the repeated call is refused (an
-error result, not run), then the turn ends with a reason the user can read.
+A,B,A,B or A,B,C,A,B,C) whose earlier runs also gave the same results, the guard escalates one
+step each time the cycle goes on: first the model is warned (an ephemeral note on the next
+request), then the repeated call is refused (an error result, not run), then the turn ends
+with a reason the user can read. A repeated call whose result changes (polling a build that is
+still printing) is progress, not a loop.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -58,8 +61,28 @@ class LoopGuard:
     """One turn's record of tool calls and how far the guard has escalated."""
 
     signatures: list[str] = field(default_factory=list)
+    results: list[str | None] = field(default_factory=list)
+    """A digest of each call's result, aligned with `signatures` (None until it ran)."""
     level: int = 0
     _note: str | None = None
+
+    def record_results(self, contents: list[str | None]) -> None:
+        """The results of the batch just reviewed, in call order (None: refused, not run)."""
+        start = len(self.signatures) - len(contents)
+        for offset, content in enumerate(contents):
+            if content is not None:
+                digest = hashlib.blake2b(content.encode("utf-8", "replace"), digest_size=8)
+                self.results[start + offset] = digest.hexdigest()
+
+    def _progressing(self, window: int) -> bool:
+        """Whether some call in the newest `window` entries gave differing results."""
+        seen: dict[str, str] = {}
+        for sig, result in zip(self.signatures[-window:], self.results[-window:], strict=True):
+            if result is None:
+                continue
+            if seen.setdefault(sig, result) != result:
+                return True
+        return False
 
     def take_note(self) -> str | None:
         """The warning for the next request, once."""
@@ -70,8 +93,9 @@ class LoopGuard:
         decision = GuardDecision()
         for index, call in enumerate(calls):
             self.signatures.append(signature(call))
+            self.results.append(None)
             period = cycle_period(self.signatures)
-            if period is None:
+            if period is None or self._progressing(max(3, 2 * period)):
                 continue
             self.level += 1
             names = _names(self.signatures[-period:])

@@ -15,7 +15,7 @@ from dataclasses import replace
 from enum import Enum
 
 from talaria.events import Notice
-from talaria.loop.interrupt import InterruptSignal
+from talaria.interrupt import InterruptSignal
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, Usage
 from talaria.providers.caller import CallResult, ModelCaller
 from talaria.providers.errors import ErrorKind, ProviderError

@@ -9,14 +9,15 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from talaria.config import Config
 from talaria.events import EventSink
-from talaria.loop.interrupt import InterruptSignal
+from talaria.interaction import Interactions
+from talaria.interrupt import InterruptSignal
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import Usage
 from talaria.providers.caller import ModelCaller
@@ -42,7 +43,9 @@ class Runtime:
     max_iterations: int
     stream: bool = True
     services: Any = None
-    clarify: Callable[[str, list[str] | None], str] | None = None
+    interactions: Interactions | None = None
+    clarify: Callable[[str, str, list[str] | None], Awaitable[str | None]] | None = None
+    """(call id, question, choices) -> the user's answer, None when it lapsed."""
     context_engine: Any = None
     """Compresses the history when it nears the window (None: never)."""
     clock: Callable[[], float] = time.monotonic

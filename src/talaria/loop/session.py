@@ -1,7 +1,9 @@
 """The live history of one session and its write-through to the store.
 
 Invariant 3 ("nothing is lost"): `append` commits each message to the store before returning,
-so the loop never makes a model call with an unsaved message behind it.
+so the loop never makes a model call with an unsaved message behind it. Writes run off the
+event loop. One writer at a time: a turn holds the session's lease in the store, picks up what
+another writer committed since its last turn, and a second writer gets `SessionBusy`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from talaria.messages.text import clean_value
+from talaria.offload import run_blocking
 
 if TYPE_CHECKING:
     from talaria.store.base import SessionStore
@@ -33,24 +38,47 @@ class SessionHandle:
     """The store sequence number the next saved message gets."""
     unsaved: int = 0
     """How many trailing messages of `history` the store does not hold yet."""
+    writer: str | None = None
+    """This handle's lease owner id while a turn runs (None between turns)."""
 
-    def append(self, *messages: Message) -> None:
-        self.history.extend(messages)
+    async def append(self, *messages: Message) -> None:
+        self.history.extend(clean_value(message) for message in messages)
         self.unsaved += len(messages)
-        self.flush()
+        await self.flush()
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         if self.store is None or self.unsaved == 0:
             self.unsaved = 0
             return
         pending = self.history[len(self.history) - self.unsaved :]
-        self.store.append_messages(self.id, list(enumerate(pending, start=self.next_seq)))
+        items = list(enumerate(pending, start=self.next_seq))
+        await run_blocking(self.store.append_messages, self.id, items, writer=self.writer)
         self.next_seq += len(pending)
         self.unsaved = 0
 
-    def use_history(self, history: list[Message]) -> None:
+    async def begin_turn(self, owner: str) -> None:
+        """Take the session's lease (SessionBusy if another live writer holds it) and adopt
+        what other writers committed since this handle last wrote."""
+        if self.store is None:
+            return
+        store = self.store
+        await run_blocking(store.claim_writer, self.id, owner)
+        self.writer = owner
+        stored = await run_blocking(store.message_count, self.id)
+        if stored > self.next_seq:
+            theirs = await run_blocking(store.load_messages, self.id)
+            mine = self.history[len(self.history) - self.unsaved :] if self.unsaved else []
+            self.history = [*theirs, *mine]
+            self.next_seq = len(theirs)
+
+    async def end_turn(self) -> None:
+        owner, self.writer = self.writer, None
+        if self.store is not None and owner is not None:
+            await run_blocking(self.store.release_writer, self.id, owner)
+
+    async def use_history(self, history: list[Message]) -> None:
         """Adopt a caller-supplied history. A session with nothing stored yet saves it, so that
         resuming later shows the whole conversation; otherwise only new messages are saved."""
-        self.history = list(history)
+        self.history = [clean_value(message) for message in history]
         self.unsaved = len(self.history) if self.next_seq == 0 else 0
-        self.flush()
+        await self.flush()

@@ -6,6 +6,7 @@ module only sequences them and decides how the turn ends.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -20,9 +21,9 @@ from talaria.events import (
     TurnFinished,
     TurnStarted,
 )
+from talaria.interrupt import Interrupted
 from talaria.loop.budget import SUMMARY_REQUEST, IterationBudget
 from talaria.loop.guard import REFUSED_RESULT, STOPPED_RESULT, LoopGuard
-from talaria.loop.interrupt import Interrupted
 from talaria.loop.prepare import build_messages, build_request
 from talaria.loop.repair_response import obtain_response
 from talaria.loop.runtime import Runtime
@@ -67,7 +68,7 @@ async def run_turn(
     )
     rt.emit(TurnStarted(task_id, session.id, user_message))
     try:
-        session.append({"role": "user", "content": user_message})
+        await session.append({"role": "user", "content": user_message})
         await _steps(rt, session, state)
     except Interrupted:
         state.exit_reason = "interrupted"
@@ -82,17 +83,19 @@ async def run_turn(
         )
     finally:
         state.api_calls = rt.caller.turn_attempts
-        _flush_quietly(session)
+        await _flush_quietly(session)
+        if rt.interactions is not None:
+            rt.interactions.withdraw_all("turn_ended")
         state.usage.add(rt.drain_side_usage())
     rt.emit(StatusChanged("idle"))
     rt.emit(TurnFinished(state.exit_reason, state.final_response, state.api_calls))
     return state
 
 
-def _flush_quietly(session: SessionHandle) -> None:
+async def _flush_quietly(session: SessionHandle) -> None:
     """A save that fails here stays pending in the handle; the next append retries it."""
     try:
-        session.flush()
+        await session.flush()
     except StoreError:
         log.warning("session %s: saving failed; kept in memory for the next try", session.id)
 
@@ -109,7 +112,7 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
         notes = [state.budget.warning() or "", state.guard.take_note() or ""]
         response = await _call(rt, session, state, notes)
         state.budget.spend()
-        session.append(response.to_message())
+        await session.append(response.to_message())
         if not response.tool_calls:
             state.final_response = response.text or ""
             state.exit_reason = "text_response"
@@ -117,7 +120,7 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             return
         decision = state.guard.review(response.tool_calls)
         if decision.stop_reason:
-            session.append(*_unrun(response.tool_calls, STOPPED_RESULT))
+            await session.append(*_unrun(response.tool_calls, STOPPED_RESULT))
             rt.emit(Notice("warning", decision.stop_reason))
             state.final_response = decision.stop_reason
             state.exit_reason = "loop_detected"
@@ -153,7 +156,7 @@ async def _call(
     def build(extra: list[str]) -> ModelRequest:
         messages = build_messages(session.system_prompt, session.history, [*ephemeral, *extra])
         sent[:] = messages
-        request = build_request(
+        return build_request(
             messages,
             rt.tool_schemas,
             stream=rt.stream,
@@ -163,9 +166,11 @@ async def _call(
             ),
             tool_choice=tool_choice,
         )
-        rt.hooks.emit("pre_llm_call", request=request, session_id=session.id, task_id=state.task_id)
-        return request
 
+    if rt.hooks.has("pre_llm_call"):
+        await rt.hooks.aemit(
+            "pre_llm_call", request=build([]), session_id=session.id, task_id=state.task_id
+        )
     stream = EventStream(rt.emit, state.api_calls + 1)
     rt.emit(StatusChanged("thinking"))
     rt.emit(ThinkingStarted(state.api_calls + 1))
@@ -183,7 +188,9 @@ async def _call(
         rt.context_engine.record_usage(response.usage, len(sent))
     if response.reasoning and not rt.stream:
         stream.reasoning(response.reasoning)
-    rt.hooks.emit("post_llm_call", response=response, session_id=session.id, task_id=state.task_id)
+    await rt.hooks.aemit(
+        "post_llm_call", response=response, session_id=session.id, task_id=state.task_id
+    )
     return response
 
 
@@ -235,16 +242,21 @@ async def _run_tools(
             interrupt=cancel,
             emit=rt.emit,
             call_id=call.id,
-            clarify=rt.clarify,
+            clarify=functools.partial(rt.clarify, call.id) if rt.clarify else None,
             services=rt.services,
         )
 
     batch = await rt.executor.run_batch(runnable, make_context, rt.interrupt, rt.emit)
     results = iter(batch.messages)
     refusals = iter(_unrun([calls[index] for index in sorted(refused)], REFUSED_RESULT))
-    session.append(
-        *(next(refusals if index in refused else results) for index in range(len(calls)))
+    messages = [next(refusals if index in refused else results) for index in range(len(calls))]
+    state.guard.record_results(
+        [
+            None if index in refused else str(m.get("content", ""))
+            for index, m in enumerate(messages)
+        ]
     )
+    await session.append(*messages)
     return batch.halt
 
 
@@ -263,7 +275,7 @@ async def _summarise(rt: Runtime, session: SessionHandle, state: TurnState) -> N
     message.pop("tool_calls", None)
     if not message.get("content"):
         message["content"] = "(The iteration budget ran out before a summary was written.)"
-    session.append(message)
+    await session.append(message)
     state.final_response = message["content"]
     state.exit_reason = "max_iterations_reached"
 
@@ -292,3 +304,11 @@ def result_dict(
     if interrupt_message:
         result["interrupt_message"] = interrupt_message
     return result
+
+
+def busy_result(busy: StoreError, session: SessionHandle, task_id: str) -> dict[str, Any]:
+    """The turn did not start: another writer holds the session. Nothing was appended."""
+    state = TurnState(task_id=task_id, budget=IterationBudget(1))
+    state.exit_reason = "failed:session_busy"
+    state.error = str(busy)
+    return result_dict(state, session, None)

@@ -3,16 +3,19 @@
 Hooks are plain callables called with keyword arguments (accept ``**kwargs`` to stay compatible
 as arguments are added). A failing observer hook is logged and skipped; a failing or slow
 `pre_tool_call` hook blocks the call, because a guard that cannot answer must not wave
-things through.
+things through. Hooks are user code that may block: the loop runs them on the shared pool
+(`talaria.offload`), so a slow or hung hook delays only the call it guards.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from talaria.offload import run_blocking
 
 log = logging.getLogger("talaria.plugins")
 
@@ -42,7 +45,6 @@ class HookBus:
     def __init__(self, pre_tool_timeout: float = 10.0) -> None:
         self._hooks: dict[str, list[Hook]] = {name: [] for name in HOOK_NAMES}
         self._pre_tool_timeout = pre_tool_timeout
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.tools: list[Any] = []
         """Tools registered by plugins; the agent offers them beside its own."""
 
@@ -62,18 +64,27 @@ class HookBus:
             except Exception:
                 log.exception("plugin hook %s (%s) failed; skipped", name, _label(hook))
 
-    def pre_tool_call(
+    def has(self, name: str) -> bool:
+        return bool(self._hooks[name])
+
+    async def aemit(self, name: str, **kwargs: Any) -> None:
+        """`emit` for the loop: off the event loop (and free when nothing is registered)."""
+        if self._hooks[name]:
+            await run_blocking(self.emit, name, **kwargs)
+
+    async def pre_tool_call(
         self, tool_name: str, arguments: dict[str, Any], **kwargs: Any
     ) -> PreToolOutcome:
         """Fold the guards: a hook may return None, {"block": reason}, {"arguments": {...}}
         or {"approve": True}. An exception or a timeout blocks the call (fail closed)."""
         outcome = PreToolOutcome(arguments=arguments)
         for hook in self._hooks["pre_tool_call"]:
+            call = run_blocking(
+                hook, tool_name=tool_name, arguments=dict(outcome.arguments), **kwargs
+            )
             try:
-                answer = self._call_with_timeout(
-                    hook, tool_name=tool_name, arguments=dict(outcome.arguments), **kwargs
-                )
-            except concurrent.futures.TimeoutError:
+                answer = await asyncio.wait_for(call, self._pre_tool_timeout)
+            except TimeoutError:
                 return PreToolOutcome(arguments, blocked=f"plugin guard {_label(hook)} timed out")
             except Exception as exc:
                 log.exception("pre_tool_call hook %s failed; blocking the call", _label(hook))
@@ -85,6 +96,11 @@ class HookBus:
                 return outcome
         return outcome
 
+    async def atransform_tool_result(self, tool_name: str, result: str, **kwargs: Any) -> str:
+        if not self._hooks["transform_tool_result"]:
+            return result
+        return await run_blocking(self.transform_tool_result, tool_name, result, **kwargs)
+
     def transform_tool_result(self, tool_name: str, result: str, **kwargs: Any) -> str:
         for hook in self._hooks["transform_tool_result"]:
             try:
@@ -95,11 +111,6 @@ class HookBus:
             if isinstance(changed, str):
                 result = changed
         return result
-
-    def _call_with_timeout(self, hook: Hook, **kwargs: Any) -> Any:
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="talaria-hook")
-        return self._pool.submit(hook, **kwargs).result(timeout=self._pre_tool_timeout)
 
 
 def _fold(outcome: PreToolOutcome, answer: Any) -> PreToolOutcome:

@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Any
 
 from talaria.events import EventSink, Notice, StatusChanged
-from talaria.loop.interrupt import InterruptSignal
+from talaria.interrupt import InterruptSignal
 from talaria.providers.base import (
     ModelClient,
     ModelRequest,

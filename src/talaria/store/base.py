@@ -6,6 +6,9 @@ PostgreSQL later) can be checked by one shared test kit (`talaria.store.conforma
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,6 +42,10 @@ class SessionExists(StoreError):
 
 class TitleInUse(StoreError):
     """Titles name sessions for `--resume <title>`, so two sessions cannot share one."""
+
+
+class SessionBusy(StoreError):
+    """Another live writer holds the session: one writer at a time, never silent loss."""
 
 
 class SearchQueryError(StoreError, ValueError):
@@ -79,6 +86,39 @@ class SearchHit:
     snippet: str
     created_at: float
     context: list[dict[str, Any]] = field(default_factory=list)
+
+
+def new_writer_id() -> str:
+    """A lease owner: host and pid (so a dead process's lease can be taken over at once),
+    plus a random part (two agents of one process are two writers)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lease_is_stale(owner: str, expires_at: float, now: float) -> bool:
+    """Whether a lease held by `owner` may be taken over: it expired, or its owner process
+    ran on this host and is gone."""
+    if expires_at <= now:
+        return True
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def busy_message(session_id: str, owner: str) -> str:
+    host, _, rest = owner.partition(":")
+    return (
+        f"session busy: {session_id} is being written by another agent "
+        f"(process {rest.partition(':')[0]} on {host}); wait for its turn to end or use "
+        "another session"
+    )
 
 
 def content_text(content: Any) -> str:
@@ -133,8 +173,45 @@ class SessionStore(Protocol):
         it knows which counters add up and which do not)."""
         ...
 
-    def append_messages(self, session_id: str, items: list[tuple[int, dict[str, Any]]]) -> None:
-        """Store (seq, message) pairs in one transaction; seqs already stored are skipped."""
+    def append_messages(
+        self,
+        session_id: str,
+        items: list[tuple[int, dict[str, Any]]],
+        *,
+        writer: str | None = None,
+    ) -> None:
+        """Store (seq, message) pairs in one transaction; seqs already stored are skipped.
+        With `writer`, the append checks (and renews) that writer's lease in the same
+        transaction and raises `SessionBusy` when another writer holds the session."""
+        ...
+
+    def continue_in_child(
+        self,
+        parent_id: str,
+        child_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        api_mode: str | None = None,
+        system_prompt: str | None = None,
+        state: dict[str, Any] | None = None,
+        writer: str | None = None,
+    ) -> None:
+        """Compression's hand-over, in ONE transaction: create the child (lineage, source and
+        cwd from the parent), end the parent as compressed, move its title, store `state` keys
+        and `messages` (seq 0..) in the child and move `writer`'s lease. A crash leaves either
+        the parent live or the child complete, never a half."""
+        ...
+
+    def claim_writer(self, session_id: str, owner: str, ttl: float = 120.0) -> None:
+        """Become the session's one writer for `ttl` seconds (renewed by each append with
+        `writer=owner`). Raises `SessionBusy` when another live owner holds it. An expired
+        lease, or one whose owner process on this host is gone, is taken over."""
+        ...
+
+    def release_writer(self, session_id: str, owner: str) -> None:
+        """Give the lease up (a no-op when `owner` does not hold it)."""
         ...
 
     def load_messages(self, session_id: str) -> list[dict[str, Any]]: ...

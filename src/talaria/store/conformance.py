@@ -20,10 +20,12 @@ import pytest
 from talaria.store.base import (
     AmbiguousSession,
     SearchQueryError,
+    SessionBusy,
     SessionExists,
     SessionNotFound,
     SessionStore,
     TitleInUse,
+    new_writer_id,
 )
 
 AWKWARD_QUERIES = (
@@ -334,3 +336,43 @@ class StoreConformance:
         assert store.get_state("s1", "flags") == {"a": True, "n": None}
         with pytest.raises(SessionNotFound):
             store.set_state("missing", "todos", [])
+
+    # -- one writer per session ---------------------------------------------------------
+
+    def test_a_second_writer_is_refused_while_the_first_holds_the_lease(
+        self, store: SessionStore
+    ) -> None:
+        store.create_session("s1")
+        first, second = new_writer_id(), new_writer_id()
+        store.claim_writer("s1", first)
+        store.claim_writer("s1", first)  # re-claiming renews
+        with pytest.raises(SessionBusy, match="session busy"):
+            store.claim_writer("s1", second)
+        with pytest.raises(SessionBusy, match="session busy"):
+            store.append_messages("s1", [(0, {"role": "user", "content": "x"})], writer=second)
+        assert store.load_messages("s1") == []
+        store.append_messages("s1", [(0, {"role": "user", "content": "hi"})], writer=first)
+        store.release_writer("s1", second)  # not the holder: no effect
+        with pytest.raises(SessionBusy):
+            store.claim_writer("s1", second)
+        store.release_writer("s1", first)
+        store.claim_writer("s1", second)
+        store.append_messages("s1", [(1, {"role": "assistant", "content": "yo"})], writer=second)
+        assert [m["content"] for m in store.load_messages("s1")] == ["hi", "yo"]
+
+    def test_an_expired_lease_or_a_dead_owner_is_taken_over(self, store: SessionStore) -> None:
+        store.create_session("s1")
+        store.create_session("s2")
+        store.claim_writer("s1", new_writer_id(), ttl=0.0)
+        store.claim_writer("s1", new_writer_id())
+        host = new_writer_id().split(":")[0]
+        store.claim_writer("s2", f"{host}:999999999:dead")  # no such process on this host
+        store.claim_writer("s2", new_writer_id())
+
+    def test_writers_of_different_sessions_do_not_interfere(self, store: SessionStore) -> None:
+        store.create_session("s1")
+        store.create_session("s2")
+        store.claim_writer("s1", new_writer_id())
+        store.claim_writer("s2", new_writer_id())
+        store.append_messages("s2", [(0, {"role": "user", "content": "ok"})])
+        assert store.message_count("s2") == 1

@@ -70,6 +70,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 2: one writer per session (a lease renewed by each append).
+    (
+        """
+        CREATE TABLE session_writers (
+            session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

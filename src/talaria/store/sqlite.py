@@ -20,12 +20,15 @@ from talaria.store.base import (
     AmbiguousSession,
     SearchHit,
     SearchQueryError,
+    SessionBusy,
     SessionExists,
     SessionInfo,
     SessionNotFound,
     StoreError,
     TitleInUse,
+    busy_message,
     content_text,
+    lease_is_stale,
 )
 from talaria.store.schema import (
     MESSAGE_COLUMNS,
@@ -41,6 +44,8 @@ from talaria.store.schema import (
 T = TypeVar("T")
 
 MIN_PREFIX = 6
+LEASE_RENEWAL = 120.0
+"""Seconds an append extends its writer's lease by."""
 PREVIEW_CHARS = 200
 RANK_WINDOW = 2000
 """Search ranks (bm25) among at most this many of the newest matches: ranking costs about a
@@ -83,6 +88,7 @@ class SQLiteSessionStore:
         self._clock = clock
         self._max_retries = max_retries
         self._lock = threading.RLock()
+        self._tx_thread: int | None = None
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
@@ -149,9 +155,13 @@ class SQLiteSessionStore:
         return self._retrying(attempt)
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        if self._tx_thread == threading.get_ident():
+            return work(self._conn)  # part of an enclosing write: one transaction
+
         def attempt() -> T:
             with self._lock:
                 self._conn.execute("BEGIN IMMEDIATE")
+                self._tx_thread = threading.get_ident()
                 try:
                     result = work(self._conn)
                     self._conn.execute("COMMIT")
@@ -159,6 +169,8 @@ class SQLiteSessionStore:
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
                     raise
+                finally:
+                    self._tx_thread = None
                 return result
 
         return self._retrying(attempt)
@@ -336,7 +348,13 @@ class SQLiteSessionStore:
 
     # -- messages -----------------------------------------------------------------------
 
-    def append_messages(self, session_id: str, items: list[tuple[int, dict[str, Any]]]) -> None:
+    def append_messages(
+        self,
+        session_id: str,
+        items: list[tuple[int, dict[str, Any]]],
+        *,
+        writer: str | None = None,
+    ) -> None:
         rows = []
         for seq, message in items:
             if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
@@ -348,6 +366,8 @@ class SQLiteSessionStore:
 
         def work(conn: sqlite3.Connection) -> None:
             self._require(conn, session_id)
+            if writer is not None:
+                self._take_lease(conn, session_id, writer, now, renew_only=True)
             inserted = 0
             for seq, row, body in rows:
                 cursor = conn.execute(
@@ -368,6 +388,96 @@ class SQLiteSessionStore:
                     "WHERE id = ?",
                     (inserted, now, session_id),
                 )
+
+        self._write(work)
+
+    # -- the one-writer lease -----------------------------------------------------------
+
+    def claim_writer(self, session_id: str, owner: str, ttl: float = 120.0) -> None:
+        now = self._clock()
+
+        def work(conn: sqlite3.Connection) -> None:
+            self._require(conn, session_id)
+            self._take_lease(conn, session_id, owner, now, ttl=ttl)
+
+        self._write(work)
+
+    def release_writer(self, session_id: str, owner: str) -> None:
+        self._write(
+            lambda conn: conn.execute(
+                "DELETE FROM session_writers WHERE session_id = ? AND owner = ?",
+                (session_id, owner),
+            )
+        )
+
+    def _take_lease(
+        self,
+        conn: sqlite3.Connection,
+        session_id: str,
+        owner: str,
+        now: float,
+        *,
+        ttl: float | None = None,
+        renew_only: bool = False,
+    ) -> None:
+        """Inside a write transaction: make `owner` the lease holder or raise SessionBusy.
+        `renew_only` (an append) extends a lease it holds and re-takes a free one."""
+        row = conn.execute(
+            "SELECT owner, expires_at FROM session_writers WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        held = row is not None and row["owner"] == owner
+        if (
+            row is not None
+            and not held
+            and not lease_is_stale(row["owner"], row["expires_at"], now)
+        ):
+            raise SessionBusy(busy_message(session_id, row["owner"]))
+        if renew_only and held:
+            ttl = max(row["expires_at"] - now, LEASE_RENEWAL)
+        conn.execute(
+            "INSERT INTO session_writers (session_id, owner, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, "
+            "expires_at = excluded.expires_at",
+            (session_id, owner, now + (ttl if ttl is not None else LEASE_RENEWAL)),
+        )
+
+    def continue_in_child(
+        self,
+        parent_id: str,
+        child_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        api_mode: str | None = None,
+        system_prompt: str | None = None,
+        state: dict[str, Any] | None = None,
+        writer: str | None = None,
+    ) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            parent = self.get_session(parent_id)
+            if parent is None:
+                raise SessionNotFound(f"no session with id {parent_id!r}")
+            self.create_session(
+                child_id,
+                source=parent.source,
+                model=model,
+                provider=provider,
+                api_mode=api_mode,
+                system_prompt=system_prompt,
+                parent_session_id=parent_id,
+                cwd=parent.cwd,
+            )
+            self.update_session(parent_id, end_reason="compressed", ended=True)
+            if parent.title:
+                self.rename(parent_id, None)
+                self.rename(child_id, parent.title)
+            for key, value in (state or {}).items():
+                self.set_state(child_id, key, value)
+            if writer is not None:
+                self.release_writer(parent_id, writer)
+                self.claim_writer(child_id, writer)
+            self.append_messages(child_id, list(enumerate(messages)), writer=writer)
 
         self._write(work)
 

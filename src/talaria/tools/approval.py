@@ -2,34 +2,36 @@
 
 The command analysis itself lives in `talaria.tools.command_safety`; this module turns its
 verdict into a decision, asks the approver, and keeps the session's and the config's grants.
-Fail closed: no approver, an approver that raises, or a timeout means deny.
+Fail closed: no approver, an approver that raises, or a timeout means deny. Asking itself is
+an interaction request (`talaria.interaction`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from talaria.events import ApprovalRequested
+from talaria.interaction import APPROVAL_DECISIONS
+
 Decision = Literal["once", "session", "always", "deny"]
-DECISIONS: tuple[str, ...] = ("once", "session", "always", "deny")
+DECISIONS: tuple[str, ...] = APPROVAL_DECISIONS
 
+ApprovalRequest = ApprovalRequested
+"""What `approval_callback(request)` receives: the request event itself."""
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRequest:
-    """What the approver is shown. ``pattern`` is what a session/always grant remembers."""
-
-    command: str
-    reason: str
-    tool_name: str
-    arguments: dict[str, Any]
-    pattern: str
+SHELL_CONTROL = re.compile(r"[;&|`$<>(){}\n\\]")
+"""Characters after which a prefix rule no longer describes what runs (a second command,
+a substitution, a redirection)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Assessment:
-    """The verdict on one tool call. ``blocked`` is the hard floor: no approval can lift it."""
+    """The verdict on one tool call. ``blocked`` is the hard floor: no approval can lift it.
+    ``command`` is what the user is shown and what a grant remembers, exactly."""
 
     command: str
     reason: str
@@ -37,7 +39,23 @@ class Assessment:
     blocked: bool = False
 
 
-Approver = Callable[[ApprovalRequest], str]
+def rule_matches(rule: str, command: str) -> bool:
+    """A grant covers the exact command it was given for, or, for a rule the user wrote as
+    ``prefix*`` (Claude Code's ``npm run test:*``), simple commands starting with the prefix."""
+    if rule == command:
+        return True
+    if not rule.endswith("*"):
+        return False
+    prefix = rule[:-1]
+    if prefix.endswith(":"):
+        prefix = prefix[:-1]
+    rest = command[len(prefix) :]
+    return (
+        bool(prefix.strip())
+        and command.startswith(prefix)
+        and (not rest or not prefix[-1].isalnum() or not rest[0].isalnum())
+        and not SHELL_CONTROL.search(command)
+    )
 
 
 @dataclass
@@ -50,16 +68,20 @@ class ApprovalState:
     session_grants: set[str] = field(default_factory=set)
     persist_allowlist: Callable[[str], None] | None = None
 
-    def is_granted(self, pattern: str) -> bool:
-        return pattern in self.session_grants or pattern in self.allowlist
+    def is_granted(self, command: str) -> bool:
+        return any(rule_matches(rule, command) for rule in (*self.session_grants, *self.allowlist))
 
-    def record(self, decision: str, pattern: str) -> None:
+    def record(self, decision: str, command: str) -> None:
         if decision == "session":
-            self.session_grants.add(pattern)
+            self.session_grants.add(command)
         elif decision == "always":
-            self.allowlist.add(pattern)
+            self.allowlist.add(command)
             if self.persist_allowlist is not None:
-                self.persist_allowlist(pattern)
+                self.persist_allowlist(command)
+
+    def end_session(self) -> None:
+        """Session grants end with the session they were given in."""
+        self.session_grants.clear()
 
 
 def assess_tool_call(

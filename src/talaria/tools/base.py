@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,8 @@ class ToolContext:
     interrupt: threading.Event
     emit: EventSink
     call_id: str = ""
-    clarify: Callable[[str, list[str] | None], str] | None = None
+    clarify: Callable[[str, list[str] | None], Awaitable[str | None]] | None = None
+    """Ask the user (question, choices); None when the question lapsed unanswered."""
     services: Any = None
     """Agent-level state for agent-level tools (store, memory, todos, delegation)."""
 

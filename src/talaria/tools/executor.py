@@ -19,18 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from talaria.events import EventSink, ToolFinished, ToolStarted
-from talaria.loop.interrupt import Interrupted, InterruptSignal
+from talaria.events import ApprovalRequested, EventSink, ToolFinished, ToolStarted
+from talaria.interaction import Interactions, RequestLapsed
+from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import ToolCall
-from talaria.tools.approval import (
-    DECISIONS,
-    ApprovalRequest,
-    ApprovalState,
-    Approver,
-    Assessment,
-    assess_tool_call,
-)
+from talaria.tools.approval import ApprovalState, Assessment, assess_tool_call
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
@@ -69,7 +63,7 @@ class ToolExecutor:
     tools: Mapping[str, Tool]
     hooks: HookBus
     approvals: ApprovalState
-    approver: Approver | None
+    interactions: Interactions
     settings: ExecutorSettings = field(default_factory=ExecutorSettings)
     _pool: concurrent.futures.ThreadPoolExecutor | None = field(default=None, init=False)
 
@@ -167,18 +161,17 @@ class ToolExecutor:
             emit(ToolStarted(call.id, call.name, arguments))
             outcome = CallOutcome(f"Error: {exc}", True)
         if not outcome.is_error:
-            content = self.hooks.transform_tool_result(
+            outcome.content = await self.hooks.atransform_tool_result(
                 call.name, outcome.content, arguments=arguments, task_id=ctx.task_id
             )
-            spill = self.settings.spill_dir
-            outcome.content = cap_result(
-                content,
-                limit=self._limit(call.name),
-                spill_dir=spill,
-                call_id=call.id,
-                tool_name=call.name,
-            )
-        self.hooks.emit(
+        outcome.content = cap_result(  # errors too: a tool may raise with megabytes of text
+            outcome.content,
+            limit=self._limit(call.name),
+            spill_dir=self.settings.spill_dir,
+            call_id=call.id,
+            tool_name=call.name,
+        )
+        await self.hooks.aemit(
             "post_tool_call",
             tool_name=call.name,
             arguments=arguments,
@@ -215,7 +208,7 @@ class ToolExecutor:
     async def _guarded(
         self, tool: Tool, call: ToolCall, arguments: dict[str, Any], ctx: ToolContext
     ) -> CallOutcome:
-        guard = self.hooks.pre_tool_call(
+        guard = await self.hooks.pre_tool_call(
             call.name, arguments, task_id=ctx.task_id, session_id=ctx.session_id
         )
         if guard.blocked:
@@ -227,13 +220,13 @@ class ToolExecutor:
                 return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
         assessment = assess_tool_call(call.name, arguments, ctx.cwd, ctx.home)
         if assessment is not None:
-            denial = await self._approve(assessment, call.name, arguments, guard.approved)
+            denial = await self._approve(assessment, call, arguments, guard.approved)
             if denial is not None:
                 return denial
         return await self._invoke(tool, arguments, ctx)
 
     async def _approve(
-        self, assessment: Assessment, tool_name: str, arguments: dict[str, Any], pre_approved: bool
+        self, assessment: Assessment, call: ToolCall, arguments: dict[str, Any], pre_approved: bool
     ) -> CallOutcome | None:
         """None when the call may run; otherwise the denial the model will read."""
         if assessment.blocked:
@@ -245,40 +238,41 @@ class ToolExecutor:
         if (
             pre_approved
             or self.approvals.mode == "off"
-            or self.approvals.is_granted(assessment.pattern)
+            or self.approvals.is_granted(assessment.command)
         ):
             return None
-        if self.approver is None:
+        if not self.interactions.can_answer("approval"):
             return CallOutcome(
                 f"Denied: this needs the user's approval ({assessment.reason}) "
                 "and no one is available to approve it in this session. Do not "
                 "retry it; find a safer way or tell the user what you need.",
                 True,
             )
-        request = ApprovalRequest(
-            assessment.command, assessment.reason, tool_name, arguments, assessment.pattern
-        )
-        loop = asyncio.get_running_loop()
-        try:
-            answer = await asyncio.wait_for(
-                loop.run_in_executor(self.pool, self.approver, request),
-                timeout=self.settings.approval_timeout,
+
+        def request(request_id: str) -> ApprovalRequested:
+            return ApprovalRequested(
+                request_id,
+                call.id,
+                call.name,
+                assessment.command,
+                assessment.reason,
+                arguments,
+                assessment.command,
             )
-        except TimeoutError:
+
+        try:
+            decision = await self.interactions.ask(request, self.settings.approval_timeout)
+        except RequestLapsed:
             return CallOutcome(
                 "Denied: the approval request timed out.", True, halt="approval timed out"
             )
-        except Exception as exc:
-            log.exception("approval callback failed")
-            return CallOutcome(f"Denied: the approval could not be obtained ({exc}).", True)
-        decision = _decision(answer)
-        if decision not in DECISIONS or decision == "deny":
+        if decision == "deny":
             return CallOutcome(
                 f"Denied by the user: {assessment.command!r} was not approved. "
                 "Do not retry it; ask the user how to proceed.",
                 True,
             )
-        self.approvals.record(decision, assessment.pattern)
+        self.approvals.record(decision, assessment.command)
         return None
 
     async def _invoke(self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> CallOutcome:
@@ -304,14 +298,6 @@ class ToolExecutor:
             log.debug("tool %s raised", tool.name, exc_info=True)
             return CallOutcome(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", True)
         return CallOutcome(serialise_result(value), is_error=ctx.interrupt.is_set())
-
-
-def _decision(answer: object) -> str:
-    """The approver's answer as a decision; a bare True means "once", anything unclear denies."""
-    if isinstance(answer, bool):
-        return "once" if answer else "deny"
-    text = str(answer).strip().lower() if answer is not None else ""
-    return text if text in DECISIONS else "deny"
 
 
 def _is_barrier(tools: Mapping[str, Tool], call: ToolCall) -> bool:

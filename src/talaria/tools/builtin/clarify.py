@@ -1,8 +1,8 @@
 """The `clarify` tool: ask the user a question mid-task and wait for the answer.
 
 It is interactive, so the executor runs it alone, never beside other calls. Whether it is
-offered at all is the agent's decision: without a clarify_callback the agent leaves the
-"clarify" toolset out. If it is called anyway (a model replaying an old schema), the call
+offered at all is the agent's decision: when no front end answers clarify requests the agent
+leaves the "clarify" toolset out. If it is called anyway (a model replaying an old schema), the call
 fails with a message telling the model to carry on with its own judgement.
 """
 
@@ -14,14 +14,17 @@ NO_ONE_TO_ASK = "No one can answer questions in this session; proceed with your 
 MAX_CHOICES = 10
 
 
-def clarify(question: str, ctx: ToolContext, choices: list[str] | None = None) -> str:
+async def clarify(question: str, ctx: ToolContext, choices: list[str] | None = None) -> str:
     """Ask the user `question` (optionally offering `choices`) and return the answer."""
     if ctx.clarify is None:
         raise ToolError(NO_ONE_TO_ASK)
     if not question.strip():
         raise ToolError("question is empty; say what you need to know")
     options = [c.strip() for c in choices or [] if c.strip()][:MAX_CHOICES] or None
-    answer = ctx.clarify(question.strip(), options).strip()
+    answer = await ctx.clarify(question.strip(), options)
+    if answer is None:
+        return "The question timed out unanswered; proceed with your best judgement."
+    answer = answer.strip()
     if not answer:
         return "The user gave no answer; proceed with your best judgement."
     return f"The user answered: {answer}"

@@ -1,15 +1,19 @@
-"""Builds the Runtime and the session for an Agent on its first turn.
+"""Builds the Runtime and the session for an Agent on its first turn, and child agents.
 
 Kept apart from the facade so that `import talaria` and `Agent(...)` stay cheap: this module
-pulls in the tools, the store and the provider plumbing.
+pulls in the tools, the store and the provider plumbing. It is the one place that knows how
+the parts fit, so `loop/` and `agent_tools/` never construct an Agent themselves.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from talaria.events import ClarifyRequested
+from talaria.interaction import RequestLapsed
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.providers.caller import CallerSettings, ModelCaller
@@ -30,10 +34,9 @@ def assemble_runtime(agent: Agent) -> Runtime:
     config = agent.config
     entries, credentials = _chain_entries(agent)
     chain = ModelChain(entries)
-    clarify_callback = agent._callbacks.get("clarify_callback")
     memory = _memory_store(agent)
     caps = Capabilities(
-        can_clarify=clarify_callback is not None,
+        can_clarify=agent.interactions.can_answer("clarify"),
         memory_enabled=memory is not None,
         can_delegate=agent.depth == 0,
     )
@@ -44,7 +47,7 @@ def assemble_runtime(agent: Agent) -> Runtime:
         tools=tools,
         hooks=agent.hooks,
         approvals=agent.approvals,
-        approver=agent._callbacks.get("approval_callback"),
+        interactions=agent.interactions,
         settings=ExecutorSettings(
             max_workers=int(config.get("agent.max_tool_workers", 8)),
             default_timeout=float(config.get("agent.tool_timeout", 600)),
@@ -75,7 +78,8 @@ def assemble_runtime(agent: Agent) -> Runtime:
         max_iterations=agent.max_iterations,
         stream=bool(agent.stream),
         services=services,
-        clarify=_clarify_adapter(agent, clarify_callback),
+        interactions=agent.interactions,
+        clarify=_clarify(agent) if caps.can_clarify else None,
     )
     runtime.context_engine = _context_engine(agent, runtime)
     return runtime
@@ -158,13 +162,18 @@ def _memory_store(agent: Agent) -> Any:
     )
 
 
-def _clarify_adapter(agent: Agent, callback: Any) -> Any:
-    if callback is None:
-        return None
+def _clarify(agent: Agent) -> Any:
+    timeout = float(agent.config.get("approvals.timeout", 300))
 
-    def ask(question: str, choices: list[str] | None) -> str:
-        agent.events(ClarifyRequested(question, choices))
-        return str(callback(question, choices))
+    async def ask(call_id: str, question: str, choices: list[str] | None) -> str | None:
+        """The user's answer; None when the question lapsed unanswered."""
+        try:
+            return await agent.interactions.ask(
+                lambda request_id: ClarifyRequested(request_id, call_id, question, choices),
+                timeout,
+            )
+        except RequestLapsed:
+            return None
 
     return ask
 
@@ -174,7 +183,7 @@ def _delegate_runner(agent: Agent) -> Any:
         return None
     from talaria.agent_tools.delegate import ChildRunner
 
-    return ChildRunner(agent)
+    return ChildRunner(agent.config, functools.partial(spawn_child, agent), agent.add_side_usage)
 
 
 def _context_engine(agent: Agent, runtime: Runtime) -> Any:
@@ -184,6 +193,8 @@ def _context_engine(agent: Agent, runtime: Runtime) -> Any:
 
 
 def _load_plugins(agent: Agent) -> None:
+    if agent.depth > 0:
+        return  # a child shares its parent's hook bus, plugins already loaded
     from talaria.plugins.loader import load_plugins
 
     load_plugins(agent.hooks, agent.home, agent._plugins)
@@ -253,3 +264,34 @@ def _system_prompt(agent: Agent, runtime: Runtime) -> str:
             memory_snapshot=memory.snapshot() if memory is not None else "",
         )
     )
+
+
+def spawn_child(parent: Agent, session_id: str, toolsets: list[str]) -> Agent:
+    """A `delegate_task` child: the parent's model chain, config (overrides included),
+    plugins and hooks, policy, sandbox and approval mode; its own budget and session.
+    Approvals are asked through the child's own interactions, which nobody answers, so they
+    are denied unless `delegation.approvals` (or the parent's mode) turns asking off."""
+    from talaria.agent import Agent
+
+    config = parent.config
+    overrides = copy.deepcopy(config.data)
+    overrides.setdefault("approvals", {})["mode"] = config.get(
+        "delegation.approvals", parent.approvals.mode
+    )
+    child = Agent(
+        **parent._model_args,
+        toolsets=toolsets,
+        max_iterations=int(config.get("delegation.max_iterations", 50)),
+        fallback_providers=parent._fallbacks,
+        home=parent.home,
+        cwd=parent.cwd,
+        stream=False,
+        store=parent.store,
+        source="subagent",
+        config=overrides,
+    )
+    child.hooks = parent.hooks
+    child.approvals.allowlist = parent.approvals.allowlist
+    child.depth = parent.depth + 1
+    child.parent_session_id = session_id
+    return child
