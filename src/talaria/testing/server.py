@@ -53,7 +53,10 @@ class RecordedRequest:
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """Clients hanging up (keep-alive closes, cancelled streams) is normal here, not an error."""
+    """Clients hanging up (keep-alive closes, cancelled streams) is normal here, not an error.
+    A deep listen backlog: hundreds of agents connecting at once must not be refused."""
+
+    request_queue_size = 1024
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
