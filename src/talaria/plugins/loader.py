@@ -7,6 +7,7 @@ A plugin is a module (or object) with a `register(bus)` function. They come from
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 from collections.abc import Iterable
@@ -41,7 +42,10 @@ def load_plugins(bus: HookBus, home: Path, explicit: Iterable[Any] = ()) -> list
     return loaded
 
 
+@functools.cache
 def _entry_point_plugins() -> list[tuple[str, Any]]:
+    """Scanned once per process: the installed distributions do not change under us, and the
+    scan costs every new agent milliseconds."""
     found = []
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:

@@ -23,6 +23,7 @@ from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.classify import classify_http
 from talaria.providers.endpoint import EndpointClient
 from talaria.providers.errors import ErrorKind
+from talaria.providers.sdk import sdk_http_client
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -148,14 +149,15 @@ def _sdk_client(
 
     The SDK authenticates with ``Authorization: Bearer``; many Anthropic-compatible servers
     only read ``x-api-key``, so the key goes in both (Anthropic accepts either)."""
-    from anthropic import AsyncAnthropic
+    import anthropic
 
-    return AsyncAnthropic(
+    return anthropic.AsyncAnthropic(
         api_key=api_key,
         base_url=base_url,
         timeout=timeout,
         max_retries=0,
         default_headers={"x-api-key": api_key, **(headers or {})},
+        http_client=sdk_http_client(anthropic, base_url),
     )
 
 

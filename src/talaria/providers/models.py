@@ -71,9 +71,11 @@ async def fetch_endpoint_context_length(
     """
     import httpx
 
+    from talaria.providers.sdk import tls_verify
+
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        async with httpx.AsyncClient(timeout=2.0) as client:
+        async with httpx.AsyncClient(timeout=2.0, verify=tls_verify(base_url)) as client:
             response = await client.get(f"{base_url.rstrip('/')}/models", headers=headers)
             response.raise_for_status()
             entries = response.json().get("data")

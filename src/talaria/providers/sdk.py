@@ -16,7 +16,9 @@ The SDKs are imported inside functions so that ``import talaria`` stays fast.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import ssl
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -43,6 +45,25 @@ class LoopBoundClient:
         self._loop = None
 
 
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verified TLS context per process: loading the CA bundle costs tens of ms and close
+    to a megabyte, which every agent used to pay (twice) on its first turn."""
+    return ssl.create_default_context()
+
+
+def tls_verify(base_url: str) -> ssl.SSLContext | bool:
+    """What the HTTP client verifies with: the shared context, or nothing for plain http://
+    (no TLS happens, so no CA bundle needs loading)."""
+    return shared_ssl_context() if base_url.lower().startswith("https") else False
+
+
+def sdk_http_client(sdk: Any, base_url: str) -> Any:
+    """The SDK's own default async HTTP client (its timeouts and limits), with the shared
+    TLS context."""
+    return sdk.DefaultAsyncHttpxClient(verify=tls_verify(base_url))
+
+
 def openai_client(
     *,
     base_url: str,
@@ -59,6 +80,7 @@ def openai_client(
         timeout=timeout,
         max_retries=0,
         default_headers=default_headers,
+        http_client=sdk_http_client(openai, base_url),
     )
 
 
