@@ -236,6 +236,31 @@ def test_an_approval_accepts_once_and_the_command_runs(provider, chat, tmp_path)
     terminal.assert_clean()
 
 
+def test_a_timed_out_approval_is_withdrawn_and_the_next_line_is_a_new_message(
+    provider, chat, tmp_path
+):
+    (tmp_path / "build").mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("approvals:\n  timeout: 1\n")
+    answer_with(
+        provider,
+        {
+            "clean": Reply(tool_calls=[ScriptedCall("terminal", {"command": "rm -rf build"})]),
+            "yes": Reply(text="a fresh message, not an approval"),
+        },
+    )
+    terminal = chat(toolsets="terminal")
+    terminal.send("clean up")
+    terminal.expect("needs your approval")
+    terminal.expect("withdrawn")
+    terminal.expect("stopped: approval timed out")
+    terminal.send("yes")
+    terminal.expect("a fresh message, not an approval")
+    assert (tmp_path / "build").exists()
+    terminal.assert_clean()
+
+
 def test_ctrl_c_interrupts_a_slow_call_and_the_next_question_works(provider, chat):
     answer_with(
         provider, {"slow": Reply(text="too late", delay=30), "quick": Reply(text="quick answer")}
