@@ -28,7 +28,16 @@ DEFAULTS: dict[str, Any] = {
         "api_key_command": None,
         "options": {},
     },
-    "agent": {"max_turns": 90, "max_tool_workers": 8, "stream": True, "tool_timeout": 600},
+    "agent": {
+        "max_turns": 90,
+        "max_tool_workers": 8,
+        "stream": True,
+        "tool_timeout": 600,
+        "max_cost_usd": None,
+        "max_session_cost_usd": None,
+        "max_tokens_per_turn": None,
+        "max_session_tokens": None,
+    },
     "compression": {"enabled": True, "threshold": 0.5, "protect_last_n": 20},
     "context": {"engine": "default"},
     "prompt_caching": {"enabled": True, "ttl": "5m"},
@@ -39,7 +48,16 @@ DEFAULTS: dict[str, Any] = {
     "approvals": {"mode": "manual", "timeout": 300},
     "command_allowlist": [],
     "retry": {"max_attempts": 3, "base_delay": 1.0, "max_delay": 30.0},
+    "telemetry": {"enabled": False, "capture_content": False, "agent_name": "talaria"},
 }
+
+BUDGET_KEYS = (
+    "agent.max_cost_usd",
+    "agent.max_session_cost_usd",
+    "agent.max_tokens_per_turn",
+    "agent.max_session_tokens",
+)
+"""Spending limits: unset (None) means no limit."""
 
 
 class ConfigError(ValueError):
@@ -90,6 +108,9 @@ def _environment_layer(env: Mapping[str, str]) -> dict[str, Any]:
         model["base_url"] = env["TALARIA_BASE_URL"]
     if model:
         layer["model"] = model
+    otel = env.get("TALARIA_OTEL", "").strip().lower()
+    if otel:
+        layer["telemetry"] = {"enabled": otel in ("1", "true", "yes", "on")}
     return layer
 
 
@@ -145,6 +166,14 @@ class Config:
             raise ConfigError(f"{self.path or 'config'}: compression.threshold must be in (0, 1]")
         if self.get("approvals.mode") not in ("manual", "off"):
             raise ConfigError(f"{self.path or 'config'}: approvals.mode must be 'manual' or 'off'")
+        for key in BUDGET_KEYS:
+            limit = self.get(key)
+            if limit is not None and (
+                isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0
+            ):
+                raise ConfigError(
+                    f"{self.path or 'config'}: {key} must be a positive number, got {limit!r}"
+                )
         if not isinstance(self.get("fallback_providers", []), list):
             raise ConfigError(f"{self.path or 'config'}: fallback_providers must be a list")
 

@@ -9,6 +9,7 @@ run at once; each ends in exactly one terminal status: completed | failed | time
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import threading
 import time
 from collections.abc import Callable
@@ -67,8 +68,8 @@ class ChildRunner:
         timeout = float(config.get("delegation.timeout", 600))
         children = [self.spawn(ctx.session_id, list(CHILD_TOOLSETS)) for _ in tasks]
         pool = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="talaria-child")
-        futures = [
-            pool.submit(_run_child, child, task, ctx.task_id, index)
+        futures = [  # each child runs in this call's context: it nests in its trace and budget
+            pool.submit(contextvars.copy_context().run, _run_child, child, task, ctx.task_id, index)
             for index, (child, task) in enumerate(zip(children, tasks, strict=True))
         ]
         deadline = time.monotonic() + timeout

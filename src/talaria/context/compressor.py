@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from talaria.loop.runtime import Runtime
     from talaria.loop.session import Message, SessionHandle
     from talaria.providers.base import Usage
+    from talaria.telemetry.base import Scope
 
 log = logging.getLogger("talaria.compression")
 
@@ -81,6 +82,12 @@ class Compressor(ContextEngine):
         return await self._compress(rt, session, focus)
 
     async def _compress(self, rt: Runtime, session: SessionHandle, focus: str | None) -> bool:
+        with rt.telemetry.compression(session.id) as observed:
+            return await self._compress_observed(rt, session, focus, observed)
+
+    async def _compress_observed(
+        self, rt: Runtime, session: SessionHandle, focus: str | None, observed: Scope
+    ) -> bool:
         await self._save_first(rt, session)
         history = session.history
         previous = find_summary(history)
@@ -110,6 +117,7 @@ class Compressor(ContextEngine):
             new_id,
         )
         rt.emit(Notice("info", f"{note}; continuing in session {new_id}"))
+        observed.compressed(len(history), len(compressed), new_id)
         return True
 
     # ---- sizes ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from talaria.interrupt import InterruptSignal
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import Usage
 from talaria.providers.caller import ModelCaller
+from talaria.telemetry.base import NO_TELEMETRY, Telemetry, telemetry_for
 from talaria.tools.base import Tool
 from talaria.tools.executor import ToolExecutor
 
@@ -51,12 +52,17 @@ class Runtime:
     clock: Callable[[], float] = time.monotonic
     new_id: Callable[[], str] = new_task_id
     tool_schemas: list[dict[str, Any]] = field(default_factory=list)
+    telemetry: Telemetry = NO_TELEMETRY
+    """Spans and metrics; left at the default, what `telemetry.*` says (off: nothing)."""
     _side_usage: Usage = field(default_factory=Usage, init=False)
     _side_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
         if not self.tool_schemas:
             self.tool_schemas = [tool.schema() for tool in self.tools.values()]
+        if self.telemetry is NO_TELEMETRY:
+            self.telemetry = telemetry_for(self.config)
+        self.caller.telemetry = self.executor.telemetry = self.telemetry
 
     def add_side_usage(self, usage: Usage) -> None:
         """Usage spent outside the main call (children, summaries): counted in the turn."""

@@ -57,6 +57,30 @@ class TurnState:
 async def run_turn(
     rt: Runtime, session: SessionHandle, user_message: str, task_id: str
 ) -> TurnState:
+    active = rt.caller.chain.active
+    with rt.telemetry.turn(
+        agent_name=str(rt.config.get("telemetry.agent_name", "talaria")),
+        session_id=session.id,
+        task_id=task_id,
+        model=active.model,
+        provider=active.provider,
+        user_message=user_message,
+    ) as observed:
+        state = await _run_turn(rt, session, user_message, task_id)
+        observed.turn_done(
+            state.exit_reason,
+            state.usage,
+            state.api_calls,
+            state.final_response,
+            state.model,
+            state.provider,
+        )
+    return state
+
+
+async def _run_turn(
+    rt: Runtime, session: SessionHandle, user_message: str, task_id: str
+) -> TurnState:
     rt.caller.start_turn()
     active = rt.caller.chain.active
     state = TurnState(

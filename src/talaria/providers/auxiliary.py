@@ -36,7 +36,9 @@ async def side_call(
     last_error: ProviderError | None = None
     for label, client, owned in _candidates(rt, task):
         try:
-            response = await rt.interrupt.race(client.complete(request, NullStream()))
+            with rt.telemetry.model_call(request, client) as observed:
+                response = await rt.interrupt.race(client.complete(request, NullStream()))
+                observed.answered(client, response)
         except ProviderError as error:
             last_error = error
             log.warning("auxiliary %s call on %s failed: %s", task, label, error)

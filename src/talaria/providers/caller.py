@@ -30,6 +30,7 @@ from talaria.providers.chain import ChainEntry, ModelChain
 from talaria.providers.credentials import CredentialSource
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.retry import Action, RetryPolicy, action_for
+from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 
 
 @dataclass
@@ -93,6 +94,7 @@ class ModelCaller:
         self._refreshed: set[int] = set()
         self.turn_attempts = 0
         """Requests sent since the turn started, failed ones included."""
+        self.telemetry: Telemetry = NO_TELEMETRY
 
     def start_turn(self) -> None:
         """Invariant 6: the fallback position, refreshes and counts are per turn."""
@@ -102,6 +104,16 @@ class ModelCaller:
 
     async def call(
         self, request: ModelRequest, stream: StreamHandler, interrupt: InterruptSignal
+    ) -> CallResult:
+        with self.telemetry.model_call(request, self.chain.active) as observed:
+            return await self._call(request, stream, interrupt, observed)
+
+    async def _call(
+        self,
+        request: ModelRequest,
+        stream: StreamHandler,
+        interrupt: InterruptSignal,
+        observed: Scope,
     ) -> CallResult:
         errors: list[ProviderError] = []
         attempts = tries = 0
@@ -116,6 +128,7 @@ class ModelCaller:
                 response = await interrupt.race(
                     watch.guard(client.complete(request, watch), streaming=request.stream)
                 )
+                observed.answered(client, response)
                 return CallResult(response, client, attempts, errors, response.usage)
             except ProviderError as error:
                 error.provider = error.provider or entry.provider
@@ -124,10 +137,13 @@ class ModelCaller:
             failure = errors[-1]
             step = await self._recover(failure, entry, tries, watch.text_seen, interrupt)
             if step is _Next.SAME:
+                observed.attempt_failed(failure, "retry")
                 continue
             if step is _Next.MOVE and self.fall_back(failure.kind.value):
+                observed.attempt_failed(failure, "fallback", self.chain.active)
                 tries = 0
                 continue
+            observed.attempt_failed(failure, "raise")
             raise _summarised(failure, errors)
 
     def fall_back(self, reason: str) -> bool:

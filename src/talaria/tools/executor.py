@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import logging
 import threading
@@ -24,6 +25,7 @@ from talaria.interaction import Interactions, RequestLapsed
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import ToolCall
+from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 from talaria.tools.approval import ApprovalState, Assessment, assess_tool_call
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import cap_result, serialise_result
@@ -65,6 +67,7 @@ class ToolExecutor:
     approvals: ApprovalState
     interactions: Interactions
     settings: ExecutorSettings = field(default_factory=ExecutorSettings)
+    telemetry: Telemetry = NO_TELEMETRY
     _pool: concurrent.futures.ThreadPoolExecutor | None = field(default=None, init=False)
 
     @property
@@ -151,6 +154,12 @@ class ToolExecutor:
             ]
 
     async def _run_one(self, call: ToolCall, ctx: ToolContext, emit: EventSink) -> CallOutcome:
+        with self.telemetry.tool_call(call.name, call.id) as observed:
+            return await self._run_observed(call, ctx, emit, observed)
+
+    async def _run_observed(
+        self, call: ToolCall, ctx: ToolContext, emit: EventSink, observed: Scope
+    ) -> CallOutcome:
         started = time.monotonic()
         arguments: dict[str, Any] = {}
         try:
@@ -184,6 +193,7 @@ class ToolExecutor:
                 call.id, call.name, outcome.content, outcome.is_error, time.monotonic() - started
             )
         )
+        observed.tool_done(arguments, outcome.content, outcome.is_error)
         return outcome
 
     def _limit(self, name: str) -> int:
@@ -220,7 +230,9 @@ class ToolExecutor:
                 return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
         assessment = assess_tool_call(call.name, arguments, ctx.cwd, ctx.home)
         if assessment is not None:
-            denial = await self._approve(assessment, call, arguments, guard.approved)
+            with self.telemetry.approval(call.name, assessment.command) as observed:
+                denial = await self._approve(assessment, call, arguments, guard.approved)
+                observed.decided("approved" if denial is None else "denied")
             if denial is not None:
                 return denial
         return await self._invoke(tool, arguments, ctx)
@@ -285,7 +297,9 @@ class ToolExecutor:
                 value = await asyncio.wait_for(tool.handler(**kwargs), timeout)
             else:
                 loop = asyncio.get_running_loop()
-                future = loop.run_in_executor(self.pool, functools.partial(tool.handler, **kwargs))
+                handler = functools.partial(tool.handler, **kwargs)
+                # in this task's context: spans a handler (or a child agent) starts nest here
+                future = loop.run_in_executor(self.pool, contextvars.copy_context().run, handler)
                 value = await asyncio.wait_for(future, timeout)
         except TimeoutError:
             ctx.interrupt.set()
