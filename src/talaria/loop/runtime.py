@@ -18,8 +18,9 @@ from talaria.config import Config
 from talaria.events import EventSink
 from talaria.interaction import Interactions
 from talaria.interrupt import InterruptSignal
+from talaria.loop.spending import Budgets, charge_active
 from talaria.plugins.hooks import HookBus
-from talaria.providers.base import Usage
+from talaria.providers.base import Usage, UsageLedger
 from talaria.providers.caller import ModelCaller
 from talaria.telemetry.base import NO_TELEMETRY, Telemetry, telemetry_for
 from talaria.tools.base import Tool
@@ -54,7 +55,10 @@ class Runtime:
     tool_schemas: list[dict[str, Any]] = field(default_factory=list)
     telemetry: Telemetry = NO_TELEMETRY
     """Spans and metrics; left at the default, what `telemetry.*` says (off: nothing)."""
+    budgets: Budgets = field(default_factory=Budgets)
+    """Budgets in money and tokens; left at the default, what `agent.max_*` say."""
     _side_usage: Usage = field(default_factory=Usage, init=False)
+    _side_models: UsageLedger = field(default_factory=UsageLedger, init=False)
     _side_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
@@ -63,13 +67,28 @@ class Runtime:
         if self.telemetry is NO_TELEMETRY:
             self.telemetry = telemetry_for(self.config)
         self.caller.telemetry = self.executor.telemetry = self.telemetry
+        if not self.budgets.any:
+            self.budgets = Budgets.from_config(self.config.get)
 
-    def add_side_usage(self, usage: Usage) -> None:
-        """Usage spent outside the main call (children, summaries): counted in the turn."""
+    def add_side_usage(self, usage: Usage, model: str = "", provider: str = "") -> None:
+        """Usage spent outside the main call, counted in the turn. With `model`, a side call
+        this agent made (summaries, titles): it is also charged to the turn's budget and
+        recorded under that model. Without, a child agent's report: the child charged the
+        budget as it went, and recorded its calls in its own session."""
         with self._side_lock:
             self._side_usage.add(usage)
+            if model:
+                self._side_models.add(model, provider, usage)
+        if model:
+            charge_active(usage)
 
     def drain_side_usage(self) -> Usage:
         with self._side_lock:
             usage, self._side_usage = self._side_usage, Usage()
         return usage
+
+    def drain_side_models(self) -> UsageLedger:
+        """The side calls since the last drain, by model."""
+        with self._side_lock:
+            models, self._side_models = self._side_models, UsageLedger()
+        return models

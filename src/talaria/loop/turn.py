@@ -28,8 +28,17 @@ from talaria.loop.prepare import build_messages, build_request
 from talaria.loop.repair_response import obtain_response
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
+from talaria.loop.spending import ACTIVE_METER, BUDGET_SUMMARY_REQUEST, SpendMeter, open_meter
 from talaria.loop.stream import EventStream
-from talaria.providers.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from talaria.offload import run_blocking
+from talaria.providers.base import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+    UsageLedger,
+)
 from talaria.providers.caller import CallResult
 from talaria.providers.errors import ProviderError
 from talaria.providers.retry import Action, action_for
@@ -52,6 +61,10 @@ class TurnState:
     provider: str = ""
     api_mode: str = ""
     guard: LoopGuard = field(default_factory=LoopGuard)
+    meter: SpendMeter | None = None
+    """The turn's spend against its budgets (None: no budget applies)."""
+    models: UsageLedger = field(default_factory=UsageLedger)
+    """This agent's own spend by model (children record theirs in their own sessions)."""
 
 
 async def run_turn(
@@ -90,7 +103,12 @@ async def _run_turn(
         provider=active.provider,
         api_mode=active.api_mode,
     )
+    if rt.budgets.per_session:
+        state.meter = open_meter(rt.budgets, await run_blocking(_session_spent, session))
+    else:
+        state.meter = open_meter(rt.budgets, None)
     rt.emit(TurnStarted(task_id, session.id, user_message))
+    metering = ACTIVE_METER.set(state.meter)
     try:
         await session.append({"role": "user", "content": user_message})
         await _steps(rt, session, state)
@@ -111,9 +129,22 @@ async def _run_turn(
         if rt.interactions is not None:
             rt.interactions.withdraw_all("turn_ended")
         state.usage.add(rt.drain_side_usage())
+        state.models.merge(rt.drain_side_models())
+        ACTIVE_METER.reset(metering)
     rt.emit(StatusChanged("idle"))
     rt.emit(TurnFinished(state.exit_reason, state.final_response, state.api_calls))
     return state
+
+
+def _session_spent(session: SessionHandle) -> Usage | None:
+    """The session's stored totals before this turn (for the per-session budgets)."""
+    if session.store is None:
+        return None
+    try:
+        info = session.store.get_session(session.id)
+    except StoreError:
+        return None
+    return Usage.from_dict(info.usage) if info is not None and info.usage else None
 
 
 async def _flush_quietly(session: SessionHandle) -> None:
@@ -130,6 +161,8 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             raise Interrupted
         if state.budget.exhausted:
             await _summarise(rt, session, state)
+            return
+        if state.meter is not None and await _over_budget(rt, session, state, state.meter):
             return
         if rt.context_engine is not None:
             await rt.context_engine.before_request(rt, session, state)
@@ -208,6 +241,10 @@ async def _call(
     state.model, state.provider, state.api_mode = client.model, client.provider, client.api_mode
     _price(result.usage, client.model, client.provider)
     state.usage.add(result.usage)
+    state.models.add(client.model, client.provider, result.usage)
+    if state.meter is not None:
+        state.meter.charge(result.usage)
+        state.meter.budgets.request_size.record_usage(response.usage.prompt_tokens, len(sent))
     if rt.context_engine is not None:
         rt.context_engine.record_usage(response.usage, len(sent))
     if response.reasoning and not rt.stream:
@@ -289,19 +326,59 @@ def _unrun(calls: list[ToolCall], content: str) -> list[Message]:
     return [{"role": "tool", "tool_call_id": call.id, "content": content} for call in calls]
 
 
-async def _summarise(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
+async def _summarise(
+    rt: Runtime,
+    session: SessionHandle,
+    state: TurnState,
+    notice: str | None = None,
+    request: str = SUMMARY_REQUEST,
+    exit_reason: str = "max_iterations_reached",
+) -> None:
     """Exactly one tool-free request asking for a summary, then stop."""
     rt.emit(
-        Notice("warning", f"iteration budget of {state.budget.limit} reached; asking for a summary")
+        Notice(
+            "warning",
+            notice or f"iteration budget of {state.budget.limit} reached; asking for a summary",
+        )
     )
-    response = await _call(rt, session, state, [SUMMARY_REQUEST], tool_choice="none")
+    response = await _call(rt, session, state, [request], tool_choice="none")
     message = response.to_message()
     message.pop("tool_calls", None)
     if not message.get("content"):
-        message["content"] = "(The iteration budget ran out before a summary was written.)"
+        message["content"] = "(The budget ran out before a summary was written.)"
     await session.append(message)
     state.final_response = message["content"]
-    state.exit_reason = "max_iterations_reached"
+    state.exit_reason = exit_reason
+
+
+async def _over_budget(
+    rt: Runtime, session: SessionHandle, state: TurnState, meter: SpendMeter
+) -> bool:
+    """End the turn when one more call and a summary would not fit in a budget: with the
+    summary if it alone still fits, else with a note. False when the turn may go on."""
+    from talaria.providers.pricing import estimate_cost
+
+    active = rt.caller.chain.active
+    prompt = meter.budgets.request_size.estimate(
+        build_messages(session.system_prompt, session.history, []), rt.tool_schemas
+    )
+    next_call = Usage(input_tokens=prompt, output_tokens=meter.output_reserve())
+    next_call.estimated_cost_usd = estimate_cost(active.model, next_call, active.provider)
+    if meter.unpriced(next_call) and active.label not in meter.budgets.unpriced_noted:
+        meter.budgets.unpriced_noted.add(active.label)
+        rt.emit(Notice("warning", f"{active.label} has no known price: the cost budget is "
+                                  "not enforced (token budgets still are)"))  # fmt: skip
+    verdict = meter.verdict(next_call)
+    if verdict.exceeded is None:
+        return False
+    if verdict.summary_fits:
+        notice = f"{verdict.exceeded} would be exceeded; asking for a summary"
+        await _summarise(rt, session, state, notice, BUDGET_SUMMARY_REQUEST, "budget_exceeded")
+        return True
+    rt.emit(Notice("warning", f"{verdict.exceeded} is reached; stopping"))
+    state.final_response = f"(Stopped: {verdict.exceeded} is reached; no summary fits in it.)"
+    state.exit_reason = "budget_exceeded"
+    return True
 
 
 def result_dict(

@@ -107,4 +107,4 @@ def _count_usage(rt: Runtime, client: ModelClient, response: ModelResponse) -> N
     from talaria.providers.pricing import estimate_cost
 
     response.usage.estimated_cost_usd = estimate_cost(client.model, response.usage, client.provider)
-    rt.add_side_usage(response.usage)
+    rt.add_side_usage(response.usage, client.model, client.provider)

@@ -98,6 +98,23 @@ class Usage:
 
 
 @dataclass(slots=True)
+class UsageLedger:
+    """Usage by (model, provider) with the number of answers: what the store keeps per turn
+    for reports by model and by day."""
+
+    entries: dict[tuple[str, str], tuple[Usage, int]] = field(default_factory=dict)
+
+    def add(self, model: str, provider: str, usage: Usage, calls: int = 1) -> None:
+        total, count = self.entries.get((model, provider), (Usage(), 0))
+        total.add(usage)
+        self.entries[(model, provider)] = (total, count + calls)
+
+    def merge(self, other: UsageLedger) -> None:
+        for (model, provider), (usage, calls) in other.entries.items():
+            self.add(model, provider, usage, calls)
+
+
+@dataclass(slots=True)
 class ModelRequest:
     """What the loop asks of a model: canonical messages (system first) and tool schemas."""
 
