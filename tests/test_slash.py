@@ -289,6 +289,24 @@ def test_usage_shows_the_session_totals(tmp_path):
     assert "1.5k in · 20 out · $0.25" in output
 
 
+def test_usage_shows_the_sessions_calls_by_model_as_talaria_usage_does(tmp_path):
+    from talaria.store.base import UsageRecord
+
+    host = Host(tmp_path)
+    host.store.create_session("s1")
+    host.store.create_session("other")
+    spent = {"input_tokens": 1000, "output_tokens": 200, "cache_read_tokens": 3000,
+             "estimated_cost_usd": 0.05}  # fmt: skip
+    host.store.record_usage("s1", [UsageRecord("s1", "gpt-4.1", "openai", 2, spent)])
+    host.store.record_usage("other", [UsageRecord("other", "m", "custom", 9, spent)])
+    host.agent.session_id = "s1"
+    lines = [line.split() for line in host.run("/usage").splitlines()]
+    assert ["MODEL", "CALLS", "INPUT", "OUTPUT"] == lines[1][:4]
+    assert lines[2] == ["openai:gpt-4.1", "2", "1,000", "200", "3,000", "0", "0", "4,200",
+                        "75%", "$0.0500"]  # fmt: skip
+    assert not any("custom:m" in line for line in lines)
+
+
 def test_quit_asks_the_chat_to_leave(tmp_path):
     host = Host(tmp_path)
     host.run("/quit")

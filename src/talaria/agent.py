@@ -324,7 +324,7 @@ class Agent:
         """Add the turn's usage to the session's totals (a failed save is logged, not raised:
         the turn's messages are already stored)."""
         from talaria.providers.base import Usage
-        from talaria.store.base import StoreError
+        from talaria.store.base import StoreError, UsageRecord
 
         try:
             info = self.store.get_session(session.id)
@@ -336,6 +336,13 @@ class Agent:
                 model=state.model or None,
                 api_mode=state.api_mode or None,
                 provider=state.provider or None,
+            )
+            self.store.record_usage(
+                session.id,
+                [
+                    UsageRecord(session.id, model, provider, calls, usage.to_dict())
+                    for (model, provider), (usage, calls) in state.models.entries.items()
+                ],
             )
         except StoreError:
             log.warning("session %s: usage totals not saved", session.id, exc_info=True)

@@ -69,8 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="what is configured, reachable and missing")
     doctor.add_argument("--home")
 
+    usage = commands.add_parser("usage", help="tokens and cost by model, day or session")
+    usage.add_argument(
+        "--since", type=_since, metavar="7d|24h|30m|2w|DATE|all", help="default: all"
+    )
+    usage.add_argument("--by", choices=["model", "day", "session"], default="model")
+    usage.add_argument("--json", action="store_true", help="print the report as JSON")
+    usage.add_argument("--home")
+
     commands.add_parser("demo", help="one real turn against a local scripted model (offline)")
     return parser
+
+
+def _since(text: str) -> float | None:
+    from talaria.cli.usage import parse_since
+
+    return parse_since(text)
 
 
 def _run_chat(args: argparse.Namespace) -> int:
@@ -101,6 +115,12 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return run_doctor(args)
 
 
+def _run_usage(args: argparse.Namespace) -> int:
+    from talaria.cli.usage import run_usage
+
+    return run_usage(args)
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from talaria.cli.demo import run_demo
 
@@ -113,6 +133,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "config": _run_config,
     "doctor": _run_doctor,
     "demo": _run_demo,
+    "usage": _run_usage,
 }
 
 

@@ -236,9 +236,14 @@ def _usage(host: CommandHost, arg: str) -> None:
     if info is None:
         host.renderer.note("· no usage yet")
         return
+    from talaria.cli.usage import session_report
+
     totals = info.usage or {}
     host.renderer.write(f"  session {info.id} · {info.message_count} messages")
-    host.renderer.write(f"  total      {usage_summary(totals)}")
+    report = session_report(host.agent.store, info.id)
+    for line in (report or "").splitlines():
+        host.renderer.write(f"  {line}")
+    host.renderer.write(f"  session total, sub-agents included: {usage_summary(totals)}")
     last = host.last_result
     if last and last.get("session_id") == info.id:
         host.renderer.write(f"  last turn  {usage_summary(last.get('usage') or {})}")

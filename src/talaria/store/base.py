@@ -121,6 +121,24 @@ def busy_message(session_id: str, owner: str) -> str:
     )
 
 
+@dataclass(slots=True)
+class UsageRecord:
+    """What one session spent on one model in one turn: the unit `talaria usage` adds up.
+
+    `usage` has the disjoint buckets of `Usage.to_dict()`; its `estimated_cost_usd` is None when
+    the model's price is unknown. A child agent's calls are recorded in the child's session
+    only, so summing records never counts anything twice.
+    """
+
+    session_id: str
+    model: str
+    provider: str
+    calls: int
+    usage: dict[str, Any]
+    created_at: float = 0.0
+    """Set by the store when the record is saved."""
+
+
 def content_text(content: Any) -> str:
     """The readable text of a message content (a string or a list of typed parts); backends
     index it for search and tools quote it."""
@@ -232,6 +250,16 @@ class SessionStore(Protocol):
 
     def recent(self, limit: int) -> list[SessionInfo]:
         """The most recently active sessions that hold at least one message."""
+        ...
+
+    def record_usage(self, session_id: str, records: list[UsageRecord]) -> None:
+        """Save per-model usage records for a session, stamped with the store's clock."""
+        ...
+
+    def usage_records(
+        self, since: float | None = None, session_id: str | None = None
+    ) -> list[UsageRecord]:
+        """Records saved at or after `since` (all when None), oldest first."""
         ...
 
     def get_state(self, session_id: str, key: str) -> Any: ...

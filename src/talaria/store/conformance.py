@@ -25,6 +25,7 @@ from talaria.store.base import (
     SessionNotFound,
     SessionStore,
     TitleInUse,
+    UsageRecord,
     new_writer_id,
 )
 
@@ -57,6 +58,14 @@ AWKWARD_QUERIES = (
     '"a" "b',
     "{}",
 )
+
+USAGE = {
+    "input_tokens": 1200,
+    "output_tokens": 340,
+    "cache_read_tokens": 5000,
+    "cache_write_tokens": 64,
+    "reasoning_tokens": 100,
+}
 
 TOOL_CALL = {
     "id": "call_1",
@@ -376,3 +385,32 @@ class StoreConformance:
         store.claim_writer("s2", new_writer_id())
         store.append_messages("s2", [(0, {"role": "user", "content": "ok"})])
         assert store.message_count("s2") == 1
+
+    # -- usage records ------------------------------------------------------------------
+
+    def test_usage_records_round_trip_in_time_order(self, store: SessionStore) -> None:
+        store.create_session("s1")
+        store.create_session("s2")
+        first = UsageRecord("s1", "gpt-4.1", "openai", 3, {**USAGE, "estimated_cost_usd": 0.25})
+        unpriced = UsageRecord("s2", "local", "custom", 1, {**USAGE, "estimated_cost_usd": None})
+        store.record_usage("s1", [first])
+        store.record_usage("s2", [unpriced])
+        records = store.usage_records()
+        assert [(r.session_id, r.model, r.provider, r.calls) for r in records] == [
+            ("s1", "gpt-4.1", "openai", 3),
+            ("s2", "local", "custom", 1),
+        ]
+        assert records[0].usage == {**USAGE, "estimated_cost_usd": 0.25}
+        assert records[1].usage["estimated_cost_usd"] is None  # unknown stays unknown, not $0
+        assert records[0].created_at <= records[1].created_at
+        assert [r.session_id for r in store.usage_records(session_id="s2")] == ["s2"]
+        assert store.usage_records(since=records[1].created_at + 3600) == []
+        assert len(store.usage_records(since=records[0].created_at)) == 2
+
+    def test_usage_records_need_a_session_and_go_with_it(self, store: SessionStore) -> None:
+        with pytest.raises(SessionNotFound):
+            store.record_usage("nope", [UsageRecord("nope", "m", "p", 1, USAGE)])
+        store.create_session("s1")
+        store.record_usage("s1", [UsageRecord("s1", "m", "p", 1, USAGE)])
+        store.delete_session("s1")
+        assert store.usage_records() == []

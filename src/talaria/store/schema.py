@@ -80,6 +80,35 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 3: per-model usage records, for reports by model, day and session.
+    (
+        """
+        CREATE TABLE usage_records (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            created_at REAL NOT NULL,
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            calls INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cache_read_tokens INTEGER NOT NULL,
+            cache_write_tokens INTEGER NOT NULL,
+            reasoning_tokens INTEGER NOT NULL,
+            cost_usd REAL
+        )
+        """,
+        "CREATE INDEX usage_records_time ON usage_records(created_at)",
+        "CREATE INDEX usage_records_session ON usage_records(session_id)",
+    ),
+)
+
+USAGE_BUCKETS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
