@@ -46,6 +46,7 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
         "parallel_tools",
         "persistence",
         "session_search",
+        "telemetry_overhead",
         "run_all",
     ],
 )
@@ -140,3 +141,28 @@ def test_search_corpus_is_the_same_for_every_backend() -> None:
     assert first == list(common.search_corpus(2, 3))
     assert [m["role"] for m in first[0]] == ["user", "assistant", "user"]
     assert len(first[0][0]["content"].split()) == 30
+
+
+def test_telemetry_bench_runs_its_three_variants(tmp_path: Path) -> None:
+    """In its own process: the bench installs global OpenTelemetry providers."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, common, telemetry_overhead as bench\n"
+        f"common.RESULTS_DIR = __import__('pathlib').Path({str(tmp_path / 'results')!r})\n"
+        "bench.run(steps=3, reps=1)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    rows = results(tmp_path, "telemetry_overhead")["rows"]
+    assert [row["metric"].split(":")[0] for row in rows[:3]] == [
+        "telemetry off (default)",
+        "telemetry on (OTel SDK, batch export)",
+        "budgets on (cost and tokens)",
+    ]
+    assert all(isinstance(row["talaria"], float) for row in rows)

@@ -133,6 +133,8 @@ def test_an_unknown_price_is_said_once_and_the_cost_limit_is_not_enforced(
 
 @pytest.mark.parametrize("value", [0, -1, "lots", True])
 def test_a_bad_limit_is_one_clear_error(tmp_path: Path, value: object) -> None:
-    with pytest.raises(ConfigError, match="agent.max_cost_usd must be a positive number"):
-        with ScriptedProvider() as server:
-            scripted_agent(server, tmp_path, config={"agent.max_cost_usd": value})
+    with (
+        ScriptedProvider() as server,
+        pytest.raises(ConfigError, match=r"agent\.max_cost_usd must be a positive number"),
+    ):
+        scripted_agent(server, tmp_path, config={"agent.max_cost_usd": value})

@@ -301,7 +301,7 @@ def test_usage_shows_the_sessions_calls_by_model_as_talaria_usage_does(tmp_path)
     host.store.record_usage("other", [UsageRecord("other", "m", "custom", 9, spent)])
     host.agent.session_id = "s1"
     lines = [line.split() for line in host.run("/usage").splitlines()]
-    assert ["MODEL", "CALLS", "INPUT", "OUTPUT"] == lines[1][:4]
+    assert lines[1][:4] == ["MODEL", "CALLS", "INPUT", "OUTPUT"]
     assert lines[2] == ["openai:gpt-4.1", "2", "1,000", "200", "3,000", "0", "0", "4,200",
                         "75%", "$0.0500"]  # fmt: skip
     assert not any("custom:m" in line for line in lines)

@@ -43,7 +43,9 @@ def home(tmp_path: Path) -> Path:
                         usage(500, 100, write=500, reasoning=40, cost=0.02)),
         ])  # fmt: skip
         clock[0] = LAST_MONTH
-        store.record_usage("s2", [UsageRecord("s2", "local", "custom", 3, usage(100, 10, cost=None))])
+        store.record_usage(
+            "s2", [UsageRecord("s2", "local", "custom", 3, usage(100, 10, cost=None))]
+        )
     return tmp_path
 
 
@@ -76,12 +78,16 @@ def test_by_model_sums_the_disjoint_buckets_and_keeps_unknown_prices_apart(
 def test_since_by_day_and_by_session(capsys: pytest.CaptureFixture[str], home: Path) -> None:
     _, *recent = report(capsys, home, "--since", "7d")
     assert [cells(row)[0] for row in recent] == [
-        "openai:gpt-4.1", "anthropic:claude-sonnet-4-5", "total"
+        "openai:gpt-4.1",
+        "anthropic:claude-sonnet-4-5",
+        "total",
     ]
     assert cells(recent[-1])[-1] == "$0.0700"
     _, *days = report(capsys, home, "--by", "day")
     assert [cells(row)[:2] for row in days] == [
-        [local_day(LAST_MONTH), "3"], [local_day(YESTERDAY), "3"], ["total", "6"]
+        [local_day(LAST_MONTH), "3"],
+        [local_day(YESTERDAY), "3"],
+        ["total", "6"],
     ]
     _, *sessions = report(capsys, home, "--by", "session", "--since", "all")
     assert [cells(row)[0] for row in sessions] == ["s2", "s1 (fix the build)", "total"]
@@ -98,9 +104,7 @@ def test_json_report_has_the_same_numbers(capsys: pytest.CaptureFixture[str], ho
     assert data["total"]["total_tokens"] == 5410
 
 
-def test_a_bad_since_is_one_clear_error(
-    capsys: pytest.CaptureFixture[str], home: Path
-) -> None:
+def test_a_bad_since_is_one_clear_error(capsys: pytest.CaptureFixture[str], home: Path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["usage", "--home", str(home), "--since", "last tuesday"])
     assert exit_info.value.code == 2

@@ -89,7 +89,8 @@ def usage_table(rows: list[UsageRow], heading: str, labels: dict[str, str] | Non
     for name, row in shown:
         cells = _cells(row)
         lines.append(
-            name.ljust(width) + "".join(f"  {c:>{w}}" for c, (_, w) in zip(cells, COLUMNS))
+            name.ljust(width)
+            + "".join(f"  {c:>{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=True))
         )
     return "\n".join(lines)
 

@@ -34,6 +34,7 @@ ACTIVE_METER: contextvars.ContextVar[SpendMeter | None] = contextvars.ContextVar
     "talaria_spend_meter", default=None
 )
 
+
 @dataclass
 class Budgets:
     """An agent's limits, and what checking them remembers from one turn to the next."""
@@ -53,14 +54,15 @@ class Budgets:
             value = get(key)
             return None if value is None else float(value)
 
-        turn_tokens, session_tokens = number("agent.max_tokens_per_turn"), number(
-            "agent.max_session_tokens"
-        )
+        def count(key: str) -> int | None:
+            value = get(key)
+            return None if value is None else int(value)
+
         return cls(
             turn_cost=number("agent.max_cost_usd"),
             session_cost=number("agent.max_session_cost_usd"),
-            turn_tokens=None if turn_tokens is None else int(turn_tokens),
-            session_tokens=None if session_tokens is None else int(session_tokens),
+            turn_tokens=count("agent.max_tokens_per_turn"),
+            session_tokens=count("agent.max_session_tokens"),
         )
 
     @property
@@ -134,9 +136,8 @@ class SpendMeter:
         limits, before = self.budgets, self.session_before
         with self._lock:
             cost, tokens = self.spent.estimated_cost_usd, self.spent.total_tokens
-        session_cost = None if before.estimated_cost_usd is None or cost is None else (
-            before.estimated_cost_usd + cost
-        )
+        known = before.estimated_cost_usd is not None and cost is not None
+        session_cost = (before.estimated_cost_usd or 0.0) + (cost or 0.0) if known else None
         need_cost, need_tokens = next_call.estimated_cost_usd, next_call.total_tokens
         rows = (
             ("cost", "per turn (agent.max_cost_usd)", limits.turn_cost, cost, need_cost),

@@ -99,6 +99,7 @@ ACTIVE: contextvars.ContextVar[Telemetry | None] = contextvars.ContextVar(
 """The telemetry of the turn running in this context: a child agent started from one of its
 tools records into the same traces, whatever its own configuration says."""
 
+
 def telemetry_enabled(config: Config, env: dict[str, str] | None = None) -> bool:
     """`telemetry.enabled` (`TALARIA_OTEL=1` sets it); `OTEL_SDK_DISABLED=true` wins."""
     environ = os.environ if env is None else env

@@ -26,7 +26,9 @@ def _text_of(content: Any) -> str:
 def _parts(message: Message) -> list[dict[str, Any]]:
     if message.get("role") == "tool":
         response = _text_of(message.get("content"))
-        return [{"type": "tool_call_response", "id": message.get("tool_call_id"), "response": response}]
+        return [
+            {"type": "tool_call_response", "id": message.get("tool_call_id"), "response": response}
+        ]
     parts: list[dict[str, Any]] = []
     text = _text_of(message.get("content"))
     if text:

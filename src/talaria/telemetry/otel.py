@@ -277,7 +277,9 @@ class _CallScope(Scope):
         if target is not None:
             event["talaria.fallback.provider"] = str(target.provider)
             event["talaria.fallback.model"] = str(target.model)
-        self.span.add_event(f"gen_ai.{next_step}" if next_step != "raise" else "gen_ai.error", event)
+        self.span.add_event(
+            f"gen_ai.{next_step}" if next_step != "raise" else "gen_ai.error", event
+        )
 
     def answered(self, client: Any, response: ModelResponse) -> None:
         from talaria.providers.pricing import estimate_cost
