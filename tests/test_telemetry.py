@@ -184,6 +184,36 @@ def test_child_agents_are_spans_under_the_parents_tool_call(
     assert [s.name for s in children(child, finished)] == ["chat scripted-model"]
 
 
+def test_approval_waits_and_compressions_are_spans(
+    provider: ScriptedProvider, spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    build = tmp_path / "build"
+    build.mkdir()
+    provider.add(calls(("terminal", {"command": f"rm -rf {build}"})), text("deleted"))
+    provider.add(text("nothing else"), text("## Goal\nDelete the build directory."))
+    config = {**FAST, "context.engine": "default", "compression.protect_last_n": 2}
+    with scripted_agent(
+        provider, tmp_path, config=config, toolsets=["terminal"], tools=[],
+        approval_callback=lambda request: "once",
+    ) as agent:  # fmt: skip
+        agent.chat("delete the build directory")
+        agent.chat("anything else?")
+        assert agent.compress()
+    assert not build.exists()
+    finished = spans.get_finished_spans()
+    named = by_name(finished)
+    approval = named["approval terminal"]
+    assert children(named["execute_tool terminal"], finished) == [approval]
+    assert (approval.attributes or {})["talaria.approval.decision"] == "approved"
+    assert "talaria.approval.command" not in (approval.attributes or {})  # content: off
+    compression = named["compress_context"]
+    assert [s.name for s in children(compression, finished)] == ["chat scripted-model"]
+    attrs = compression.attributes or {}
+    before, after = (attrs[f"talaria.compression.messages_{k}"] for k in ("before", "after"))
+    assert isinstance(before, int) and isinstance(after, int) and before > after
+    assert attrs["talaria.compression.session_id"] == agent.session_id
+
+
 def test_metrics_count_tokens_durations_and_tool_errors(
     provider: ScriptedProvider, tmp_path: Path
 ) -> None:
