@@ -16,10 +16,23 @@ from talaria.tools.sensitive_paths import assess_file_write
 _CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "command_corpus.yaml").read_text())
 
 
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus's working directory, holding the files its commands run or read."""
+    root = tmp_path_factory.mktemp("corpus")
+    for name, content in _CORPUS["files"].items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return root
+
+
 def _cases() -> list[tuple[str, str, str | None]]:
     cases: list[tuple[str, str, str | None]] = []
     for expect in ("safe", "approve", "blocked"):
         for line in _CORPUS[expect].splitlines():
+            if line.startswith("#"):
+                continue
             command, _, pattern = line.partition(" => ")
             cases.append((command, expect, pattern or None))
     for item in _CORPUS["multiline"]:
@@ -30,8 +43,8 @@ def _cases() -> list[tuple[str, str, str | None]]:
 CASES = _cases()
 
 
-def _outcome(command: str) -> str:
-    verdict = assess_command(command)
+def _outcome(command: str, cwd: Path | None = None) -> str:
+    verdict = assess_command(command, cwd=cwd, home=cwd / ".talaria" if cwd else None)
     if verdict is None:
         return "safe"
     return "blocked" if verdict.blocked else "approve"
@@ -48,10 +61,10 @@ def test_corpus_is_large_and_covers_every_outcome() -> None:
 
 
 @pytest.mark.parametrize(("command", "expect", "pattern"), CASES, ids=[c[0][:60] for c in CASES])
-def test_corpus(command: str, expect: str, pattern: str | None) -> None:
-    assert _outcome(command) == expect
+def test_corpus(command: str, expect: str, pattern: str | None, workspace: Path) -> None:
+    assert _outcome(command, workspace) == expect
     if pattern is not None:
-        verdict = assess_command(command)
+        verdict = assess_command(command, cwd=workspace, home=workspace / ".talaria")
         assert verdict is not None and verdict.pattern == pattern
 
 

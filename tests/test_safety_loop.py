@@ -169,7 +169,9 @@ def test_interrupt_kills_a_running_command_and_its_children(
     pid_file = tmp_path / "pids"
     command = f"sleep 30 & echo $! >> {pid_file}; sleep 30 & echo $! >> {pid_file}; wait"
     provider.add(calls(("terminal", {"command": command})), text("next turn"))
-    with make_agent(provider, tmp_path, config={"approvals.mode": "off"}) as agent:
+    # the pids must be the host's, so no pid namespace (tests/test_sandbox.py covers it)
+    unconfined = {"approvals.mode": "off", "sandbox.mode": "full-access"}
+    with make_agent(provider, tmp_path, config=unconfined) as agent:
         threading.Timer(1.0, agent.interrupt).start()
         started = time.monotonic()
         result = agent.run_conversation(user_message="sleep")

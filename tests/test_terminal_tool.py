@@ -168,7 +168,13 @@ def test_terminal_tools_are_registered_with_their_public_names() -> None:
     tools = {tool.name: tool for tool in builtin_tools()}
     assert tools["terminal"].toolset == tools["process"].toolset == "terminal"
     assert tools["terminal"].parameters["required"] == ["command"]
-    assert set(tools["terminal"].parameters["properties"]) == {"command", "timeout", "background"}
+    assert set(tools["terminal"].parameters["properties"]) == {
+        "command",
+        "timeout",
+        "background",
+        "escalate",
+        "justification",
+    }
 
 
 def test_commands_never_see_the_agents_model_keys(

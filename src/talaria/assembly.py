@@ -22,6 +22,7 @@ from talaria.providers.credentials import CredentialSource
 from talaria.providers.factory import resolve_spec
 from talaria.tools.catalog import Capabilities, select_tools
 from talaria.tools.executor import ExecutorSettings, ToolExecutor
+from talaria.tools.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -80,6 +81,7 @@ def assemble_runtime(agent: Agent) -> Runtime:
         services=services,
         interactions=agent.interactions,
         clarify=_clarify(agent) if caps.can_clarify else None,
+        sandbox=SandboxPolicy.from_config(config),
     )
     runtime.context_engine = _context_engine(agent, runtime)
     return runtime

@@ -46,6 +46,12 @@ DEFAULTS: dict[str, Any] = {
     "delegation": {"max_iterations": 50, "max_concurrent_children": 3, "timeout": 600},
     "memory": {"enabled": True, "memory_char_limit": 2200, "user_char_limit": 1375},
     "approvals": {"mode": "manual", "timeout": 300},
+    "sandbox": {
+        "mode": "workspace-write",
+        "network": False,
+        "writable_roots": [],
+        "required": False,
+    },
     "command_allowlist": [],
     "retry": {"max_attempts": 3, "base_delay": 1.0, "max_delay": 30.0},
     "telemetry": {"enabled": False, "capture_content": False, "agent_name": "talaria"},
@@ -174,8 +180,21 @@ class Config:
                 raise ConfigError(
                     f"{self.path or 'config'}: {key} must be a positive number, got {limit!r}"
                 )
+        self._validate_sandbox()
         if not isinstance(self.get("fallback_providers", []), list):
             raise ConfigError(f"{self.path or 'config'}: fallback_providers must be a list")
+
+    def _validate_sandbox(self) -> None:
+        where = self.path or "config"
+        modes = ("read-only", "workspace-write", "full-access")
+        if self.get("sandbox.mode") not in modes:
+            raise ConfigError(f"{where}: sandbox.mode must be one of {', '.join(modes)}")
+        roots = self.get("sandbox.writable_roots", [])
+        if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+            raise ConfigError(f"{where}: sandbox.writable_roots must be a list of paths")
+        for key in ("sandbox.network", "sandbox.required"):
+            if not isinstance(self.get(key, False), bool):
+                raise ConfigError(f"{where}: {key} must be true or false")
 
 
 def _expand_dotted(overrides: Mapping[str, Any]) -> dict[str, Any]:

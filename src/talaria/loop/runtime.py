@@ -50,6 +50,8 @@ class Runtime:
     """(call id, question, choices) -> the user's answer, None when it lapsed."""
     context_engine: Any = None
     """Compresses the history when it nears the window (None: never)."""
+    sandbox: Any = None
+    """The `SandboxPolicy` terminal commands run under (None: unconfined)."""
     clock: Callable[[], float] = time.monotonic
     new_id: Callable[[], str] = new_task_id
     tool_schemas: list[dict[str, Any]] = field(default_factory=list)

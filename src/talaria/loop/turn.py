@@ -305,6 +305,7 @@ async def _run_tools(
             call_id=call.id,
             clarify=functools.partial(rt.clarify, call.id) if rt.clarify else None,
             services=rt.services,
+            sandbox=rt.sandbox,
         )
 
     batch = await rt.executor.run_batch(runnable, make_context, rt.interrupt, rt.emit)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from talaria.messages.redact import redact, redact_body
+
 
 class ErrorKind(StrEnum):
     RATE_LIMIT = "rate_limit"  # 429
@@ -42,6 +44,7 @@ class ProviderError(Exception):
         body: Any = None,
         output_started: bool = False,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.kind = kind
@@ -49,7 +52,7 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.provider = provider
         self.model = model
-        self.body = body
+        self.body = redact_body(body)
         self.output_started = output_started
         """True when visible output had already been streamed before the failure."""
 

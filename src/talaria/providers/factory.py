@@ -7,6 +7,7 @@ import inspect
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from talaria.messages.redact import remember_secret
 from talaria.providers.base import ModelClient
 
 _CLIENTS: dict[str, tuple[str, str]] = {
@@ -26,6 +27,9 @@ class ProviderSpec:
     api_key: str
     api_mode: str
     options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        remember_secret(self.api_key)
 
     @property
     def label(self) -> str:

@@ -96,7 +96,31 @@ def _assess_terminal(arguments: dict[str, Any], cwd: Path, home: Path) -> Assess
     from talaria.tools.command_safety import assess_command
 
     command = arguments.get("command")
-    return assess_command(command) if isinstance(command, str) else None
+    if not isinstance(command, str):
+        return None
+    verdict = assess_command(command, cwd=cwd, home=home)
+    return _escalated(command, verdict, arguments) if arguments.get("escalate") else verdict
+
+
+def _escalated(command: str, verdict: Assessment | None, arguments: dict[str, Any]) -> Assessment:
+    """Running outside the sandbox is a decision for the user, whatever the command: the
+    request names the justification and joins the command's own dangers to its pattern."""
+    if verdict is not None and verdict.blocked:
+        return verdict
+    why = str(arguments.get("justification") or "").strip() or "no justification given"
+    reason = f"runs outside the sandbox ({why})"
+    pattern = "outside sandbox"
+    if verdict is not None:
+        reason, pattern = f"{reason}; {verdict.reason}", f"{pattern} + {verdict.pattern}"
+    return Assessment(command=command, reason=reason, pattern=pattern)
+
+
+def _assess_read(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
+    from talaria.tools.builtin.files import resolve_path
+    from talaria.tools.secret_files import assess_secret_read
+
+    path = arguments.get("path")
+    return assess_secret_read(resolve_path(path, cwd), home) if isinstance(path, str) else None
 
 
 def _assess_write(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
@@ -111,4 +135,5 @@ _ASSESSORS: dict[str, Callable[[dict[str, Any], Path, Path], Assessment | None]]
     "terminal": _assess_terminal,
     "write_file": _assess_write,
     "patch": _assess_write,
+    "read_file": _assess_read,
 }

@@ -33,6 +33,8 @@ class ToolContext:
     """Ask the user (question, choices); None when the question lapsed unanswered."""
     services: Any = None
     """Agent-level state for agent-level tools (store, memory, todos, delegation)."""
+    sandbox: Any = None
+    """The `SandboxPolicy` commands run under (None: unconfined)."""
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from typing import Any
 from talaria.events import ApprovalRequested, EventSink, ToolFinished, ToolStarted
 from talaria.interaction import Interactions, RequestLapsed
 from talaria.interrupt import Interrupted, InterruptSignal
+from talaria.messages.redact import redact
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import ToolCall
 from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
@@ -169,6 +170,7 @@ class ToolExecutor:
         except ToolError as exc:
             emit(ToolStarted(call.id, call.name, arguments))
             outcome = CallOutcome(f"Error: {exc}", True)
+        outcome.content = redact(outcome.content)
         if not outcome.is_error:
             outcome.content = await self.hooks.atransform_tool_result(
                 call.name, outcome.content, arguments=arguments, task_id=ctx.task_id

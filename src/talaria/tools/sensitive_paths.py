@@ -54,11 +54,11 @@ and /var are left out on purpose: projects and containers live there."""
 
 _BLOCK_DEVICE = re.compile(
     r"/dev/(sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|disk\d|rdisk\d|md\d|dm-\d"
-    r"|mapper/|loop\d|sr\d|fd\d)"
+    r"|mapper/|loop\d|sr\d|fd\d|disk/|block/|nbd\d|zd\d|bcache\d|ubi)"
 )
 _HARMLESS_DEVICES = re.compile(
     r"/dev/(null|zero|full|stdout|stderr|stdin|tty|random|urandom"
-    r"|fd/\d+|pts/\d+|ptmx)$"
+    r"|fd/\d+|pts/\d+|ptmx|shm(/.*)?|mqueue(/.*)?)$"
 )
 
 
@@ -99,20 +99,26 @@ def classify_write(path: Path) -> tuple[str, str] | None:
     return None
 
 
-def assess_file_write(path: Path, home: Path) -> Assessment | None:
-    """The approval verdict for a file tool writing `path`; `home` is the talaria home, whose
-    config.yaml and .env hold settings and secrets the agent must not rewrite on its own."""
+def talaria_settings(path: Path, home: Path | None) -> tuple[str, str] | None:
+    """(reason, pattern) when `path` is the talaria home's config.yaml or .env, whose
+    settings and secrets the agent must not rewrite on its own."""
+    if home is None:
+        return None
     guarded = {
         os.path.join(form, name) for form in _forms(home) for name in ("config.yaml", ".env")
     }
     for form in _forms(path):
         if form in guarded:
-            return Assessment(
-                command=f"write {path}",
-                reason=f"changes talaria's own settings or secrets ({form})",
-                pattern="write to talaria config",
+            return (
+                f"changes talaria's own settings or secrets ({form})",
+                "write to talaria config",
             )
-    verdict = classify_write(path)
+    return None
+
+
+def assess_file_write(path: Path, home: Path) -> Assessment | None:
+    """The approval verdict for a file tool writing `path`; `home` is the talaria home."""
+    verdict = talaria_settings(path, home) or classify_write(path)
     if verdict is None:
         return None
     reason, pattern = verdict

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,14 +68,17 @@ class ProcessRegistry:
         self._ids = itertools.count(1)
         self._log_dir: Path | None = None
 
-    def start(self, command: str, cwd: str, owner: str) -> BackgroundProcess:
+    def start(
+        self, command: str, cwd: str, owner: str, sandbox: Sequence[str] = ()
+    ) -> BackgroundProcess:
+        """Start `command` (confined by the `sandbox` argv prefix) with its output logged."""
         with self._lock:
             process_id = f"bg{next(self._ids)}"
             if self._log_dir is None:
                 self._log_dir = Path(tempfile.mkdtemp(prefix="talaria-processes-"))
             log_path = self._log_dir / f"{process_id}.log"
         with open(log_path, "wb") as log:
-            proc = spawn_shell(command, cwd, log)
+            proc = spawn_shell(command, cwd, log, sandbox)
         started = BackgroundProcess(process_id, command, owner, proc, log_path, time.monotonic())
         with self._lock:
             self._processes[process_id] = started

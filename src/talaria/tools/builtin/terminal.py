@@ -13,10 +13,13 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 from talaria.tools.base import Tool, ToolContext, ToolError
+from talaria.tools.sandbox import confine, failure_hint
 
 DEFAULT_TIMEOUT = 180.0
 MAX_TIMEOUT = 600.0
@@ -49,11 +52,14 @@ def shell_env() -> dict[str, str]:
     return env
 
 
-def spawn_shell(command: str, cwd: str, output: int | IO[bytes]) -> subprocess.Popen[bytes]:
-    """Start `bash -c command` leading a new process group, stdout and stderr into `output`."""
+def spawn_shell(
+    command: str, cwd: str, output: int | IO[bytes], sandbox: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """Start `bash -c command` leading a new process group, stdout and stderr into `output`;
+    `sandbox` is the argv prefix that confines it (`talaria.tools.sandbox.confine`)."""
     try:
         return subprocess.Popen(
-            ["bash", "-c", command],
+            [*sandbox, "bash", "-c", command],
             cwd=cwd,
             env=shell_env(),
             stdin=subprocess.DEVNULL,
@@ -150,11 +156,17 @@ class RunResult:
     stragglers_killed: bool = False
 
 
-def run_command(command: str, cwd: str, timeout: float, interrupt: threading.Event) -> RunResult:
+def run_command(
+    command: str,
+    cwd: str,
+    timeout: float,
+    interrupt: threading.Event,
+    sandbox: Sequence[str] = (),
+) -> RunResult:
     """Run `command` to completion, a timeout, or an interrupt (polled every 0.05 s)."""
     read_end, write_end = os.pipe()
     try:
-        proc = spawn_shell(command, cwd, write_end)
+        proc = spawn_shell(command, cwd, write_end, sandbox)
     except ToolError:
         os.close(read_end)
         raise
@@ -214,21 +226,34 @@ def _timeout(value: float | None) -> float:
 
 
 def terminal(
-    command: str, ctx: ToolContext, timeout: float | None = None, background: bool = False
+    command: str,
+    ctx: ToolContext,
+    timeout: float | None = None,
+    background: bool = False,
+    escalate: bool = False,
+    justification: str | None = None,
 ) -> str:
-    """Run a shell command in the task's working directory."""
+    """Run a shell command in the task's working directory, inside the sandbox unless the
+    call was approved to run outside it (`escalate`; the approval seam asks first)."""
     if not command.strip():
         raise ToolError("command is empty")
+    prefix = [] if escalate else confine(ctx.sandbox, ctx.cwd, ctx.emit)
     if background:
         from talaria.tools.builtin.processes import REGISTRY
 
-        started = REGISTRY.start(command, str(ctx.cwd), ctx.session_id)
+        started = REGISTRY.start(command, str(ctx.cwd), ctx.session_id, prefix)
         return (
             f"Started in the background as {started.id} (pid {started.pid}). Check it with "
             f"process(action='poll', id='{started.id}'); stop it with action='kill'."
         )
     limit = _timeout(timeout)
-    return format_result(run_command(command, str(ctx.cwd), limit, ctx.interrupt), limit)
+    result = run_command(command, str(ctx.cwd), limit, ctx.interrupt, prefix)
+    text = format_result(result, limit)
+    if prefix and (
+        hint := failure_hint(ctx.sandbox, Path(ctx.cwd), result.output, result.exit_code)
+    ):
+        return f"{text}\n{hint}"
+    return text
 
 
 TERMINAL_TOOL = Tool(
@@ -238,7 +263,10 @@ TERMINAL_TOOL = Tool(
         "stdout/stderr and exit code. Stdin is closed, so interactive programs fail instead of "
         "waiting: pass flags such as -y. Long output is cut in the middle. Default timeout "
         f"{DEFAULT_TIMEOUT:g} s, at most {MAX_TIMEOUT:g} s. For servers and watchers set "
-        "background=true and manage them with the process tool."
+        "background=true and manage them with the process tool. Commands run in a sandbox "
+        "(by default only the working directory and /tmp are writable and there is no "
+        "network); when one fails because of it, the result says so, and you may call again "
+        "with escalate=true and a justification to ask the user to run it outside."
     ),
     parameters={
         "type": "object",
@@ -252,6 +280,16 @@ TERMINAL_TOOL = Tool(
             "background": {
                 "type": "boolean",
                 "description": "Start the command and return at once with a process id.",
+            },
+            "escalate": {
+                "type": "boolean",
+                "description": "Ask the user to run this command outside the sandbox (only "
+                "after it failed because of the sandbox); give a justification.",
+            },
+            "justification": {
+                "type": "string",
+                "description": "With escalate: why the command needs to run outside the "
+                "sandbox (shown to the user).",
             },
         },
         "required": ["command"],

@@ -1,0 +1,311 @@
+"""Rules for programs that run code: shells, interpreters, `eval`, `source`, script files.
+
+What will run is judged by its text wherever the text can be had: `sh f` and `./f` read the
+script (or the text this same line wrote into it), `echo B64 | base64 -d | sh` decodes the
+payload, `python -c` code is searched for the shell commands and deletions it makes. Text
+that cannot be had (a download, a script not written yet) asks; inline interpreter code
+always asks, because finding nothing in opaque code does not make it safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import shlex
+from typing import TYPE_CHECKING
+
+from talaria.tools.command_words import (
+    FETCHED_CODE,
+    INTERPRETER,
+    SHELLS,
+    Arg,
+    Finding,
+    absolute,
+    program_name,
+    protected,
+    shell_payload,
+)
+from talaria.tools.shell_syntax import ansi_c
+
+if TYPE_CHECKING:
+    from talaria.tools.command_safety import Scanner
+
+MAX_SCRIPT_BYTES = 256_000
+INLINE_CODE = "inline code"
+_CODE_FLAGS = frozenset({"-c", "-e", "-E", "-p", "--eval", "--print", "--command", "-Command"})
+_VALUE_FLAGS = frozenset({"-W", "-X", "-I", "-M", "-x", "--require", "-r"})
+_RUNS_SHELL = re.compile(
+    r"\b(system|popen|subprocess|spawn\w*|exec\w*|check_output|check_call|shell_exec|passthru)\b"
+    r"|`[^`]+`|%x[{(]"
+)
+_STRING_LITERAL = re.compile(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"")
+_STRING_LIST = re.compile(r"[\[(]\s*((?:'[^']*'|\"[^\"]*\")(?:\s*,\s*(?:'[^']*'|\"[^\"]*\"))+)")
+_JOINT = re.compile(r"\s*(?:\+|\.|\.\.|<<)\s*")
+_HOME_EXPR = re.compile(
+    r"os\.path\.expanduser\(\s*['\"]~['\"]\s*\)|(?:pathlib\.)?Path\.home\(\)"
+    r"|os\.environ(?:\.get\(|\[)\s*['\"]HOME['\"]\s*[\])]|(?:os\.)?getenv\(\s*['\"]HOME['\"]\s*\)"
+    r"|\$ENV\{\s*['\"]?HOME['\"]?\s*\}|process\.env\.HOME|Dir\.home"
+    r"|(?:require\(\s*['\"]os['\"]\s*\)|os)\.homedir\(\)"
+    r"|ENV\[\s*['\"]HOME['\"]\s*\]|Deno\.env\.get\(\s*['\"]HOME['\"]\s*\)"
+)
+_PERL_QUOTE = re.compile(r"\bqq?\s*(?:\{([^{}]*)\}|\(([^()]*)\)|\[([^\[\]]*)\]|\|([^|]*)\|)")
+_DELETE_TREE = re.compile(
+    r"\b(?:rmtree|remove_tree|rm_rf|rm_r|rmSync|rmdirSync|rimraf|emptyDirSync|removeSync)"
+    r"\s*\(\s*(?:'([^']*)'|\"([^\"]*)\")"
+)
+_FORK_LOOP = re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(?:True|1)\s*\)?\s*:?\s*os\.fork\(\)")
+_DECODES = re.compile(r"b64decode|base64|atob|decode64|unpack\(\s*['\"]m")
+_BASE64_TEXT = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
+_SHEBANG = re.compile(rb"#!\s*(\S+)(?:[ \t]+(\S+))?")
+
+
+def _normalise(code: str) -> str:
+    """Perl's q{}/qq{} as plain strings, and every way of naming the home directory as "~"
+    (inside a string, as in qq{rm -rf $ENV{HOME}}, or as a string of its own)."""
+    code = _HOME_EXPR.sub("\x00", code)
+    code = _PERL_QUOTE.sub(lambda m: '"' + next(g for g in m.groups() if g is not None) + '"', code)
+    code = _STRING_LITERAL.sub(lambda m: m.group(0).replace("\x00", "~"), code)
+    return code.replace("\x00", '"~"')
+
+
+def code_strings(code: str) -> list[str]:
+    """The strings a program builds: literals joined by + or ., and lists of literals
+    (`["rm", "-rf", "/"]`, `system("rm", "-rf", $ENV{HOME})`) as one command line."""
+    code = _normalise(code)
+    pieces: list[str] = []
+    position, current = 0, None
+    for m in _STRING_LITERAL.finditer(code):
+        text = m.group(1) if m.group(1) is not None else m.group(2)
+        if current is not None and _JOINT.fullmatch(code[position : m.start()]):
+            current += text
+        else:
+            if current is not None:
+                pieces.append(current)
+            current = text
+        position = m.end()
+    if current is not None:
+        pieces.append(current)
+    for m in _STRING_LIST.finditer(code):
+        words = [a or b for a, b in _STRING_LITERAL.findall(m.group(1))]
+        pieces.append(shlex.join(words))
+    return pieces
+
+
+def _decoded_literals(code: str) -> list[str]:
+    """Base64 literals in code that decodes them, as text."""
+    texts = []
+    for m in _BASE64_TEXT.finditer(code):
+        try:
+            raw = base64.b64decode(m.group(), validate=True)
+            texts.append(raw.decode("utf-8"))
+        except (binascii.Error, ValueError):
+            continue
+    return [t for t in texts if t.isprintable() or "\n" in t]
+
+
+def code_findings(code: Arg | str, sc: Scanner) -> list[Finding]:
+    """What a piece of interpreter code is seen to do: the shell commands it runs, the trees
+    it deletes, fork loops, and decoded payloads."""
+    found = [FETCHED_CODE] if getattr(code, "fetched", False) else []
+    if _FORK_LOOP.search(code):
+        found.append(Finding("a fork bomb exhausts the machine", "fork bomb", blocked=True))
+    if _RUNS_SHELL.search(code):
+        found += [f for text in code_strings(code) for f in sc.nested(text)]
+    if _DECODES.search(code):
+        for text in _decoded_literals(code):
+            found += [FETCHED_CODE, *sc.nested(text)]
+    for m in _DELETE_TREE.finditer(_normalise(code)):
+        target = m.group(1) if m.group(1) is not None else m.group(2)
+        if protected(target, sc.cwd):
+            found.append(Finding("deletes the root, a system or a home directory", "rm -r /", True))
+        else:
+            found.append(Finding("deletes files recursively", "rm -r"))
+    return found
+
+
+def inline_code(code: Arg | str, sc: Scanner, language: str) -> list[Finding]:
+    """`python -c CODE`, `node -e`, a heredoc to perl: opaque code asks, whatever it shows."""
+    found = code_findings(code, sc)
+    reason = f"runs inline {language} code that cannot be checked"
+    return [*found, Finding(reason, INLINE_CODE)]
+
+
+def read_script(path_arg: Arg, sc: Scanner) -> tuple[str | None, list[Finding]]:
+    """The text of a script about to run, or the finding that says why it cannot be had."""
+    if path_arg.fetched:
+        return None, [FETCHED_CODE]
+    path = absolute(path_arg, sc)
+    if path is not None and path in sc.ctx.downloaded:
+        return None, [FETCHED_CODE]
+    if path is not None and path in sc.ctx.written:
+        return sc.ctx.written[path], []
+    unreadable = Finding(
+        f"runs the script {path_arg}, which cannot be read to check it before it runs",
+        "unreadable script",
+    )
+    if path is None:
+        return None, [unreadable]
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SCRIPT_BYTES + 1)
+    except OSError:
+        return None, [unreadable]
+    if len(data) > MAX_SCRIPT_BYTES:
+        return None, [
+            Finding(f"runs the script {path_arg}, too long to check", "unreadable script")
+        ]
+    return data.decode("utf-8", errors="replace"), []
+
+
+def shell_script(path_arg: Arg, sc: Scanner) -> list[Finding]:
+    """`sh f`, `. f`: the script is judged as if its lines were typed here."""
+    text, found = read_script(path_arg, sc)
+    return found if text is None else sc.nested(text)
+
+
+def interpreter_script(path_arg: Arg, sc: Scanner) -> list[Finding]:
+    """`python f.py`: its code is searched like inline code; one that cannot be read asks."""
+    text, found = read_script(path_arg, sc)
+    return found if text is None else code_findings(text, sc)
+
+
+def local_program(word: Arg, sc: Scanner) -> list[Finding]:
+    """`./f`, `scripts/deploy`: a script is judged by its interpreter line; a compiled
+    program (nothing to read) is left to the sandbox."""
+    text, found = read_script(word, sc)
+    if text is None:
+        return found
+    shebang = _SHEBANG.match(text.encode("utf-8", "replace"))
+    if text.startswith("\x7fELF") or "\x00" in text[:1024]:
+        return []
+    if shebang is None:
+        return sc.nested(text)  # bash runs a file without an interpreter line as a script
+    program = program_name(shebang.group(1).decode())
+    if program == "env" and shebang.group(2):
+        program = program_name(shebang.group(2).decode())
+    if program in SHELLS:
+        return sc.nested(text)
+    return code_findings(text, sc) if INTERPRETER.fullmatch(program) else []
+
+
+def shell_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    code, script, _ = shell_payload(argv)
+    found = sc.nested(code) if code is not None else []
+    if (code is not None and code.fetched) or (script is not None and script.fetched):
+        found.append(FETCHED_CODE)
+    elif script is not None and script not in ("-", "/dev/stdin"):
+        found += shell_script(script, sc)
+    return found
+
+
+def interpreter_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    name = program_name(argv[0])
+    language = re.sub(r"[\d.]+$", "", name) or name
+    if language in ("deno", "bun"):
+        return _deno_bun(argv, sc, language)
+    edits = _perl_in_place(argv, sc) if language == "perl" else []
+    code_flags = _CODE_FLAGS | ({"-r"} if language == "php" else set())
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        cluster = a.startswith("-") and not a.startswith("--") and len(a) > 2
+        if a in code_flags or (cluster and a[-1] in "ce"):
+            code = argv[i + 1] if i + 1 < len(argv) else Arg("")
+            return [*edits, *inline_code(code, sc, language)]
+        if a == "-m":
+            from talaria.tools.command_rules import packages_rule
+
+            module = argv[i + 1 :]
+            return packages_rule(module, sc) if module[:1] == ["pip"] else []
+        if not a.startswith("-"):
+            return [*edits, *interpreter_script(a, sc)]
+        i += 2 if a in _VALUE_FLAGS else 1
+    return edits
+
+
+def _perl_in_place(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """`perl -pi -e CODE FILES`: the files are rewritten."""
+    flags = [a for a in argv[1:] if a.startswith("-") and not a.startswith("--")]
+    if not any("i" in a[1:] for a in flags):
+        return []
+    from talaria.tools.rules_files import write_targets
+
+    code_given = any(a[-1] in "eE" for a in flags)
+    files = [a for a in argv[1:] if not a.startswith("-")][1 if code_given else 0 :]
+    return write_targets(files, sc)
+
+
+def _deno_bun(argv: list[Arg], sc: Scanner, language: str) -> list[Finding]:
+    """`deno eval CODE`, `bun -e CODE`, `deno run URL`, `bun run file.ts` or a package script."""
+    args = [a for a in argv[1:] if not a.startswith("-") or a in ("-e", "--eval", "-p", "--print")]
+    if args[:1] in (["eval"], ["-e"], ["--eval"], ["-p"], ["--print"]):
+        return inline_code(args[1] if len(args) > 1 else Arg(""), sc, language)
+    target = args[1] if args[:1] == ["run"] and len(args) > 1 else (args[0] if args else None)
+    if target is None:
+        return []
+    if target.fetched or target.startswith(("http://", "https://", "npm:", "jsr:")):
+        return [FETCHED_CODE]
+    path = absolute(target, sc)
+    exists = path is not None and (os.path.isfile(path) or path in sc.ctx.written)
+    return interpreter_script(target, sc) if exists else []
+
+
+def eval_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    found = sc.nested(" ".join(argv[1:]))
+    return [*found, FETCHED_CODE] if any(a.fetched for a in argv[1:]) else found
+
+
+def source_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """`. f` and `source f` run the file in this shell."""
+    if any(a.fetched for a in argv[1:]):
+        return [FETCHED_CODE]
+    script = argv[1] if len(argv) > 1 else None
+    if script is None or script in ("/dev/stdin", "-"):
+        return []
+    return shell_script(script, sc)
+
+
+def awk_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """awk's system() and pipes run shell commands."""
+    from talaria.tools.rules_files import reads_rule
+
+    program = next((a for a in argv[1:] if not a.startswith("-")), "")
+    found = reads_rule(argv, sc)
+    if "system" not in program and "|" not in program:
+        return found
+    return [*found, *inline_code(program, sc, "awk")]
+
+
+def printed_text(argv: list[Arg]) -> str:
+    """What `echo ARGS` / `printf FORMAT` writes (escapes decoded for printf and echo -e)."""
+    name = program_name(argv[0])
+    words = [a for a in argv[1:] if not (a.startswith("-") and len(a) <= 3)]
+    if name == "printf" or "-e" in argv[1:]:
+        return ansi_c(" ".join(words))
+    return " ".join(words)
+
+
+def decode(text: str, argv: list[Arg]) -> str | None:
+    """What a decoder (base64 -d, base32 -d, xxd -r -p, rev) makes of `text`; None when the
+    decoder or the input is not understood."""
+    name = program_name(argv[0])
+    try:
+        if name == "base64":
+            raw = base64.b64decode("".join(text.split()), validate=False)
+        elif name == "base32":
+            raw = base64.b32decode("".join(text.split()))
+        elif name == "xxd" and ("-p" in argv[1:] or "-ps" in argv[1:]):
+            raw = binascii.unhexlify("".join(text.split()))
+        elif name == "rev":
+            return "\n".join(line[::-1] for line in text.splitlines())
+        else:
+            return None
+    except (binascii.Error, ValueError):
+        return None
+    return raw.decode("utf-8", errors="replace")
+
+
+def is_code_runner(name: str) -> bool:
+    return name in SHELLS or INTERPRETER.fullmatch(name) is not None

@@ -1,0 +1,161 @@
+"""Rules for commands that write files, read secrets, or download what may later run.
+
+A write through the terminal (`>`, `tee`, `cp`, `mv`, `install`, `sed -i`, `perl -i`,
+`curl -o`) is judged by the same table as `write_file`, relative paths included; a read of a
+secret (`cat .env`, `grep key ~/.netrc`, `< config.yaml`) asks like `read_file` does. What a
+line writes or downloads is remembered, so that running it later in the same line is judged
+by that text, or asks.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from talaria.tools.command_words import Arg, Finding, absolute, operands, option_value, program_name
+from talaria.tools.secret_files import secret_reason
+from talaria.tools.sensitive_paths import classify_write, is_block_device, talaria_settings
+
+if TYPE_CHECKING:
+    from talaria.tools.command_safety import Scanner
+
+READERS = frozenset(
+    {
+        "cat", "tac", "less", "more", "most", "head", "tail", "bat", "batcat", "nl", "od",
+        "xxd", "hexdump", "hd", "strings", "base64", "base32", "grep", "egrep", "fgrep", "rg",
+        "ag", "ack", "sed", "awk", "gawk", "cut", "sort", "uniq", "jq", "yq", "diff", "cmp",
+        "view", "vi", "vim", "nano", "emacs", "paste", "fold", "fmt", "column", "tar", "zip",
+        "gzip", "openssl", "scp", "rsync",
+    }
+)  # fmt: skip
+"""Programs whose file operands end up printed, copied or loaded (`source .env`)."""
+_PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "sed", "awk", "gawk"})
+_MAX_GLOB = 200
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
+
+
+def write_target(text: str, sc: Scanner) -> list[Finding]:
+    """Findings for writing the path `text` (relative paths against the line's directory)."""
+    if not text or "$" in text or text.isdigit() or text == "-":
+        return []
+    path = absolute(text, sc)
+    if path is None:
+        return []
+    if is_block_device(path):
+        return [Finding(f"overwrites the disk device {path}", "write to disk", blocked=True)]
+    settings = talaria_settings(Path(path), sc.ctx.talaria_home)
+    if settings is not None:
+        return [Finding(*settings)]
+    verdict = classify_write(Path(path))
+    return [Finding(*verdict)] if verdict else []
+
+
+def write_targets(targets: list[Arg], sc: Scanner) -> list[Finding]:
+    return [f for target in targets for f in write_target(target, sc)]
+
+
+def remember_write(target: str, text: str, sc: Scanner) -> None:
+    """`echo TEXT > f`: a later `sh f` in the same line runs TEXT."""
+    path = absolute(target, sc)
+    if path is not None:
+        sc.ctx.written[path] = text
+
+
+def dd_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    return [f for a in argv[1:] if a.startswith("of=") for f in write_target(a[3:], sc)]
+
+
+def writes_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """tee FILE..., sponge FILE, sed -i FILE...: every file operand is written."""
+    name = program_name(argv[0])
+    if name == "sed":
+        in_place = re.search(r"(^|\s)-[a-zA-Z]*i", " ".join(argv[1:])) or any(
+            a.startswith("--in-place") for a in argv
+        )
+        if not in_place:
+            return reads_rule(argv, sc)
+        return write_targets(operands(argv[1:])[1:], sc)
+    return write_targets(operands(argv[1:]), sc)
+
+
+def copies_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """cp/mv/install/ln/rsync SRC... DEST: the destination is written, a secret source read."""
+    found = reads_rule(argv, sc)
+    target = option_value(argv, "-t", "--target-directory")
+    if target is not None:
+        return found + write_target(target, sc)
+    positionals = operands(argv[1:])
+    remote = len(positionals) >= 2 and ":" in positionals[-1].split("/", 1)[0]
+    if len(positionals) >= 2 and not remote:
+        found += write_target(positionals[-1], sc)
+    return found
+
+
+def truncate_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    return write_targets(operands(argv[1:]), sc)
+
+
+def download_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """`curl -o f URL`, `wget URL`: the file is written, and remembered as downloaded."""
+    name = program_name(argv[0])
+    urls = [a for a in operands(argv[1:]) if _URL.match(a) or "." in a]
+    if name == "wget":
+        output = option_value(argv, "-O", "--output-document")
+        named = [output] if output is not None else [Arg(_remote_name(u)) for u in urls]
+    else:
+        output = option_value(argv, "-o", "--output")
+        remote = "-O" in argv[1:] or "--remote-name" in argv[1:]
+        named = [output] if output is not None else []
+        named += [Arg(_remote_name(u)) for u in urls] if remote else []
+    found = reads_rule([argv[0], *_uploads(argv)], sc)
+    for target in named:
+        if target and target != "-":
+            found += write_target(target, sc)
+            if (path := absolute(target, sc)) is not None:
+                sc.ctx.downloaded.add(path)
+    return found
+
+
+def _remote_name(url: str) -> str:
+    return url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+
+def _uploads(argv: list[Arg]) -> list[Arg]:
+    """Files curl sends: `-d @file`, `--data-binary @file`, `-T file`, `-F x=@file`."""
+    sent = []
+    for i, a in enumerate(argv[1:], 1):
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        if a in ("-T", "--upload-file"):
+            sent.append(Arg(value))
+        elif a.startswith(("-d", "--data", "-F", "--form")) and "@" in (a + value):
+            sent.append(Arg((a + " " + value).rsplit("@", 1)[-1].split(";")[0]))
+    return sent
+
+
+def reads_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """Reading a secret file into the output (or a copy) asks, as `read_file` would."""
+    files = operands(argv[1:])
+    if program_name(argv[0]) in _PATTERN_FIRST and not {"-e", "-f", "--regexp"} & set(argv):
+        files = files[1:]  # grep PATTERN FILE...: the pattern is not a file
+    reasons = [r for a in files for r in _secret_reasons(a, sc)]
+    return [Finding(f"reads {r}", "read secrets") for r in dict.fromkeys(reasons)]
+
+
+def read_redirect(target: str, sc: Scanner) -> list[Finding]:
+    """`cmd < .env` reads the file whatever cmd is."""
+    return [Finding(f"reads {r}", "read secrets") for r in _secret_reasons(Arg(target), sc)]
+
+
+def _secret_reasons(word: Arg, sc: Scanner) -> list[str]:
+    if not word or "$" in word or _URL.match(word):
+        return []
+    path = absolute(word, sc)
+    if path is None:
+        return []
+    paths = [path]
+    if any(c in word for c in "*?["):
+        paths = glob.glob(path, include_hidden=True)[:_MAX_GLOB]
+    reasons = [secret_reason(p, sc.ctx.talaria_home) for p in paths]
+    return [r for r in reasons if r is not None]
