@@ -190,6 +190,32 @@ def test_doctor_says_what_is_missing_and_exits_2(tmp_path, capsys, monkeypatch):
     assert code == 2 and "unreachable" in out
 
 
+def test_doctor_shows_the_sandbox_in_force(tmp_path, capsys):
+    from talaria.tools.sandbox_probe import sandbox_support
+
+    code, out, _ = run(capsys, "doctor", "--home", str(tmp_path))
+    line = next(line for line in out.splitlines() if line.split()[:1] == ["sandbox"])
+    if sandbox_support().available:
+        assert "✓ workspace-write" in line and "network off" in line
+    else:
+        assert "✗ workspace-write requested" in line and "approval policy alone" in line
+    run(capsys, "config", "set", "sandbox.mode", "full-access", "--home", str(tmp_path))
+    code, out, _ = run(capsys, "doctor", "--home", str(tmp_path))
+    assert "full-access: commands run without a sandbox" in out
+    code, _, err = run(capsys, "config", "set", "sandbox.mode", "open", "--home", str(tmp_path))
+    assert code == 2 and "sandbox.mode must be one of" in err
+
+
+def test_the_sandbox_flag_sets_the_mode_for_the_agent():
+    from talaria.cli.main import build_parser
+    from talaria.cli.options import agent_kwargs
+
+    args = build_parser().parse_args(["chat", "-q", "hi", "--sandbox", "read-only"])
+    assert agent_kwargs(args)["config"]["sandbox.mode"] == "read-only"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["chat", "--sandbox", "everything"])
+
+
 # ---- first run --------------------------------------------------------------------------
 
 

@@ -167,6 +167,17 @@ def _tool_checks() -> list[Check]:
     ]
 
 
+def sandbox_check(config: Any, cwd: Path) -> Check:
+    """Which sandbox commands run in here, or why none."""
+    from talaria.tools.sandbox import SandboxPolicy, describe
+
+    policy = SandboxPolicy.from_config(config)
+    confined, detail = describe(policy, cwd)
+    if confined:
+        return Check("sandbox", OK, detail)
+    return Check("sandbox", NONE if policy.mode == "full-access" else BAD, detail)
+
+
 def _paint(mark: str) -> str:
     if not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
         return mark
@@ -191,7 +202,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     healthy = False
     if config is not None:
         model_checks, healthy = _model_checks(config)
-        checks += model_checks
+        checks += [*model_checks, sandbox_check(config, Path.cwd())]
     checks += _environment_checks()
     checks.append(_store_check(home))
     checks += _tool_checks()

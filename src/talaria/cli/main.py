@@ -30,6 +30,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run dangerous commands without asking (the hard floor still holds)",
     )
+    group.add_argument(
+        "--sandbox",
+        choices=["read-only", "workspace-write", "full-access"],
+        help="where commands may write and whether they reach the network "
+        "(default: sandbox.mode, workspace-write)",
+    )
     group.add_argument("--no-stream", action="store_true", help="do not stream the answer")
     group.add_argument("--home", help="data directory (default $TALARIA_HOME or ~/.talaria)")
 

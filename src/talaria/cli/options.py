@@ -10,6 +10,8 @@ def agent_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if getattr(args, "yolo", False):
         config["approvals.mode"] = "off"
+    if getattr(args, "sandbox", None):
+        config["sandbox.mode"] = args.sandbox
     toolsets = None
     if getattr(args, "toolsets", None) is not None:
         toolsets = [name.strip() for name in args.toolsets.split(",") if name.strip()]

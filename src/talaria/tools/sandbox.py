@@ -166,6 +166,8 @@ def failure_hint(policy: SandboxPolicy, cwd: Path, output: str, exit_code: int |
             what += " (.git/hooks, .git/config and the talaria home read-only)"
     elif not policy.network and _NETWORK_DOWN.search(output):
         what = "has no network access (sandbox.network is false)"
+    elif "No such file or directory" in output and "/tmp/" in output:
+        what = "has a private /tmp: files in the real /tmp are not visible there"
     else:
         return ""
     return (
