@@ -46,22 +46,11 @@ def loop_message(i: int) -> dict[str, Any]:
     """Message `i` of a tool loop, of realistic size: an assistant call or the call's result."""
     if i % 2 == 0:
         args = json.dumps({"path": f"src/module_{i}.py", "offset": i})
-        return {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": f"call_{i}",
-                    "type": "function",
-                    "function": {"name": "read_file", "arguments": args},
-                }
-            ],
-        }
-    return {
-        "role": "tool",
-        "tool_call_id": f"call_{i - 1}",
-        "content": f"line {i}: def handler_{i}(request): return render(request) " * 6,
-    }
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function",
+             "function": {"name": "read_file", "arguments": args}}]}
+    return {"role": "tool", "tool_call_id": f"call_{i - 1}",
+            "content": f"line {i}: def handler_{i}(request): return render(request) " * 6}
 
 
 def _vocabulary(seed: int, size: int = 4000) -> list[str]:
@@ -78,10 +67,8 @@ def search_corpus(sessions: int, per_session: int, seed: int = 7) -> Iterator[li
     weights = [1.0 / (rank + 1) for rank in range(len(words))]
     for _ in range(sessions):
         yield [
-            {
-                "role": "user" if i % 2 == 0 else "assistant",
-                "content": " ".join(rng.choices(words, weights, k=30)),
-            }
+            {"role": "user" if i % 2 == 0 else "assistant",
+             "content": " ".join(rng.choices(words, weights, k=30))}
             for i in range(per_session)
         ]
 
@@ -114,10 +101,8 @@ def check_turns(side: str, turns: list[dict[str, Any]], full: int) -> None:
     for turn in turns:
         expected = turn.get("steps") or full
         if turn.get("api_calls") != expected:
-            raise RuntimeError(
-                f"{side}: a turn planned for {expected} model calls made "
-                f"{turn.get('api_calls')} (final answer: {turn.get('final')!r})"
-            )
+            raise RuntimeError(f"{side}: a turn planned for {expected} model calls made "
+                               f"{turn.get('api_calls')} (final answer: {turn.get('final')!r})")
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -198,12 +183,8 @@ def fresh_interpreter_seconds(
     return (that figure, the wall time of the whole process including interpreter start)."""
     start = time.perf_counter()
     proc = subprocess.run(
-        [str(python), "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-        cwd=str(cwd),
+        [str(python), "-c", code], capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env}, cwd=str(cwd),
     )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
@@ -248,14 +229,8 @@ class Row:
         return None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "unit": "s",
-            "talaria": self.talaria,
-            "reference": self.reference,
-            "ratio": self.ratio(),
-            "floor": self.floor,
-        }
+        return {"metric": self.metric, "unit": "s", "talaria": self.talaria,
+                "reference": self.reference, "ratio": self.ratio(), "floor": self.floor}
 
 
 _SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6}
@@ -279,15 +254,13 @@ def format_table(title: str, rows: Sequence[Row]) -> str:
     body = []
     for row in rows:
         ratio = row.ratio()
-        body.append(
-            (
-                row.metric,
-                _fmt(row.talaria, row.unit),
-                _fmt(row.reference, row.unit),
-                f"{ratio:.1f}x" if isinstance(ratio, float) else "-",
-                _fmt(row.floor, row.unit),
-            )
-        )
+        body.append((
+            row.metric,
+            _fmt(row.talaria, row.unit),
+            _fmt(row.reference, row.unit),
+            f"{ratio:.1f}x" if isinstance(ratio, float) else "-",
+            _fmt(row.floor, row.unit),
+        ))
     widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
     rule = ["-" * width for width in widths]
     lines = [f"## {title}", "", _table_line(header, widths), _table_line(rule, widths)]
@@ -308,12 +281,8 @@ def write_results(name: str, rows: Sequence[Row], notes: dict[str, Any]) -> Path
         "bench": name,
         "command": f"python bench/{name}.py",
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "platform": platform.platform(), "load_average": os.getloadavg()},
         "rows": [row.as_dict() for row in rows],
         "notes": notes,
     }

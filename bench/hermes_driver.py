@@ -33,22 +33,16 @@ def _register_tools() -> None:
         time.sleep(float(args.get("seconds", 0.5)))
         return "rested"
 
-    registry.register(
-        name="noop", toolset="bench", schema=NOOP_SCHEMA, handler=lambda args, **_: "ok"
-    )
+    registry.register(name="noop", toolset="bench", schema=NOOP_SCHEMA,
+                      handler=lambda args, **_: "ok")
     registry.register(name="nap", toolset="bench", schema=NAP_SCHEMA, handler=nap)
 
 
 def _agent(url: str) -> Any:
     from run_agent import AIAgent
 
-    return AIAgent(
-        base_url=url,
-        api_key="x",
-        model="scripted-model",
-        enabled_toolsets=["bench"],
-        quiet_mode=True,
-    )
+    return AIAgent(base_url=url, api_key="x", model="scripted-model",
+                   enabled_toolsets=["bench"], quiet_mode=True)
 
 
 def _timed_turns(url: str, reps: int, lengths: list[int | None]) -> list[dict[str, Any]]:
@@ -63,15 +57,10 @@ def _timed_turns(url: str, reps: int, lengths: list[int | None]) -> list[dict[st
             start = time.perf_counter()
             result = agent.run_conversation(f"steps={length}" if length else "go")
             seconds = time.perf_counter() - start
-            turns.append(
-                {
-                    "steps": length,
-                    "seconds": seconds,
-                    "api_calls": result.get("api_calls"),
-                    "messages": len(result.get("messages") or []),
-                    "final": result.get("final_response"),
-                }
-            )
+            turns.append({"steps": length, "seconds": seconds,
+                          "api_calls": result.get("api_calls"),
+                          "messages": len(result.get("messages") or []),
+                          "final": result.get("final_response")})
     return turns
 
 
@@ -126,25 +115,15 @@ def cmd_parallel(params: dict[str, Any]) -> dict[str, Any]:
     for _ in range(int(params["reps"])):
         start = time.perf_counter()
         result = agent.run_conversation("go")
-        turns.append(
-            {
-                "steps": None,
-                "seconds": time.perf_counter() - start,
-                "api_calls": result.get("api_calls"),
-                "final": result.get("final_response"),
-            }
-        )
+        turns.append({"steps": None, "seconds": time.perf_counter() - start,
+                      "api_calls": result.get("api_calls"), "final": result.get("final_response")})
     return {"turns": turns}
 
 
 def _append(db: Any, session_id: str, message: dict[str, Any]) -> None:
-    db.append_message(
-        session_id,
-        message["role"],
-        content=message.get("content"),
-        tool_calls=message.get("tool_calls"),
-        tool_call_id=message.get("tool_call_id"),
-    )
+    db.append_message(session_id, message["role"], content=message.get("content"),
+                      tool_calls=message.get("tool_calls"),
+                      tool_call_id=message.get("tool_call_id"))
 
 
 def cmd_persistence(params: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +178,8 @@ def cmd_search(params: dict[str, Any]) -> dict[str, Any]:
         hits += bool(found)
     stored = db.message_count()
     db.close()
-    return {"samples": samples, "fill_seconds": fill, "queries_with_hits": hits, "messages": stored}
+    return {"samples": samples, "fill_seconds": fill, "queries_with_hits": hits,
+            "messages": stored}
 
 
 COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {

@@ -57,15 +57,8 @@ def _noop_tool() -> Any:
 def _agent(url: str, home: str) -> Any:
     from talaria import Agent
 
-    return Agent(
-        model=MODEL,
-        base_url=url,
-        api_key="x",
-        toolsets=[],
-        tools=[_noop_tool()],
-        home=home,
-        cwd=home,
-    )
+    return Agent(model=MODEL, base_url=url, api_key="x", toolsets=[], tools=[_noop_tool()],
+                 home=home, cwd=home)
 
 
 def talaria_turns(url: str, reps: int, lengths: list[int]) -> list[dict[str, Any]]:
@@ -78,15 +71,10 @@ def talaria_turns(url: str, reps: int, lengths: list[int]) -> list[dict[str, Any
             for length in lengths:
                 with _agent(url, home) as agent, stopwatch() as elapsed:
                     result = agent.run_conversation(f"steps={length}")
-                turns.append(
-                    {
-                        "steps": length,
-                        "seconds": elapsed[0],
-                        "api_calls": result["api_calls"],
-                        "messages": len(result["messages"]),
-                        "final": result["final_response"],
-                    }
-                )
+                turns.append({"steps": length, "seconds": elapsed[0],
+                              "api_calls": result["api_calls"],
+                              "messages": len(result["messages"]),
+                              "final": result["final_response"]})
     return turns
 
 
@@ -147,11 +135,8 @@ def _read_stream(lines: Any) -> dict[str, Any] | None:
         for choice in json.loads(line[6:]).get("choices") or []:
             for delta in choice.get("delta", {}).get("tool_calls") or []:
                 if call is None:
-                    call = {
-                        "id": delta["id"],
-                        "type": "function",
-                        "function": {"name": delta["function"]["name"], "arguments": ""},
-                    }
+                    call = {"id": delta["id"], "type": "function",
+                            "function": {"name": delta["function"]["name"], "arguments": ""}}
                 call["function"]["arguments"] += delta["function"].get("arguments") or ""
     return call
 
@@ -167,9 +152,8 @@ def whole_turn_step(turns: list[dict[str, Any]], steps: int) -> float:
     return median([t["seconds"] for t in turns if t["steps"] == steps]) / steps
 
 
-def _reference(
-    url: str, steps: int, reps: int, sessions: int, notes: dict[str, Any]
-) -> tuple[list[dict[str, Any]] | None, float | None]:
+def _reference(url: str, steps: int, reps: int, sessions: int,
+               notes: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, float | None]:
     try:
         answer = run_reference("loop", url=url, reps=reps, lengths=[steps, SHORT])
         turns = answer["turns"]
@@ -183,25 +167,17 @@ def _reference(
     return turns, together
 
 
-def run(
-    steps: int = 40, reps: int = 5, ref_reps: int = 3, sessions: int = 4, reference: bool = True
-) -> list[Row]:
+def run(steps: int = 40, reps: int = 5, ref_reps: int = 3, sessions: int = 4,
+        reference: bool = True) -> list[Row]:
     lengths = [steps, SHORT]
-    notes: dict[str, Any] = {
-        "steps per turn": steps,
-        "reps": reps,
-        "reference reps": ref_reps,
-        "concurrent sessions": sessions,
-    }
+    notes: dict[str, Any] = {"steps per turn": steps, "reps": reps, "reference reps": ref_reps,
+                             "concurrent sessions": sessions}
     with ProviderProcess(tool_loop_plan(steps)) as provider:
         turns = talaria_turns(provider.url, reps, lengths)
         floor = floor_turns(provider.url, reps, lengths)
         together = talaria_concurrent(provider.url, sessions)
-        ref_turns, ref_together = (
-            _reference(provider.url, steps, ref_reps, sessions, notes)
-            if reference
-            else (None, None)
-        )
+        ref_turns, ref_together = (_reference(provider.url, steps, ref_reps, sessions, notes)
+                                   if reference else (None, None))
     notes["requests the provider served"] = provider.stats.get("requests")
     check_turns("talaria", turns, steps)
     notes["talaria turns"] = [_summary(t) for t in turns]
@@ -216,33 +192,20 @@ def run(
     per_session = sessions * steps
     rows = [
         Row("marginal wall time per step", step, ref_step, floor_step),
-        Row(
-            "overhead per step (marginal - floor)",
-            step - floor_step,
-            ref_step - floor_step if isinstance(ref_step, float) else ref_step,
-            0.0,
-        ),
-        Row(
-            f"whole {steps}-step turn of a fresh agent, per step",
-            whole_turn_step(turns, steps),
-            ref(lambda t: whole_turn_step(t, steps)),
-            whole_turn_step(floor, steps),
-        ),
-        Row(
-            f"{sessions} sessions at once, wall per step",
-            together / per_session,
-            ref_together / per_session if ref_together is not None else missing,
-        ),
+        Row("overhead per step (marginal - floor)", step - floor_step,
+            ref_step - floor_step if isinstance(ref_step, float) else ref_step, 0.0),
+        Row(f"whole {steps}-step turn of a fresh agent, per step", whole_turn_step(turns, steps),
+            ref(lambda t: whole_turn_step(t, steps)), whole_turn_step(floor, steps)),
+        Row(f"{sessions} sessions at once, wall per step", together / per_session,
+            ref_together / per_session if ref_together is not None else missing),
     ]
     report("loop_overhead", f"Loop overhead ({steps}-step tool loop)", rows, notes)
     return rows
 
 
 def _summary(turn: dict[str, Any]) -> str:
-    return (
-        f"steps={turn['steps']} {turn['seconds']:.3f}s api_calls={turn['api_calls']} "
-        f"messages={turn['messages']} final={turn['final']!r}"
-    )
+    return (f"steps={turn['steps']} {turn['seconds']:.3f}s api_calls={turn['api_calls']} "
+            f"messages={turn['messages']} final={turn['final']!r}")
 
 
 def main() -> None:

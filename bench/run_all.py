@@ -81,13 +81,9 @@ def main() -> None:
         print(f"- {name}: {verdict} ({detail})")
     print(f"\ntotal bench time: {total[0]:.0f} s")
     RESULTS_DIR.mkdir(exist_ok=True)
-    (RESULTS_DIR / "targets.json").write_text(
-        json.dumps(
-            {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": total[0], "targets": summary},
-            indent=2,
-        )
-        + "\n"
-    )
+    (RESULTS_DIR / "targets.json").write_text(json.dumps(
+        {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": total[0], "targets": summary},
+        indent=2) + "\n")
 
 
 if __name__ == "__main__":
