@@ -105,7 +105,7 @@ def test_a_script_that_is_merely_dangerous_asks_and_a_denial_keeps_the_files(
         ("write_file", {"path": "tidy.sh", "content": "rm -rf build\n"}),
         ("terminal", {"command": "sh tidy.sh"}),
     )
-    assert [request.pattern for request in asked] == ["rm -r"]
+    assert [request.reason for request in asked] == ["deletes files recursively"]
     assert build.exists()
 
 
@@ -117,6 +117,9 @@ def test_inline_interpreter_code_asks_in_manual_mode_and_runs_in_off(
     step = ("terminal", {"command": f"python3 -c \"open('{marker}', 'w').write('x')\""})
     manual = _agent(provider, tmp_path, "manual", lambda request: asked.append(request) or "deny")
     _turn(provider, manual, step)
-    assert [request.pattern for request in asked] == ["inline code"] and not marker.exists()
+    assert [request.reason for request in asked] == [
+        "runs inline python code that cannot be checked"
+    ]
+    assert not marker.exists()
     _turn(provider, _agent(provider, tmp_path, "off", None), step)
     assert marker.exists()

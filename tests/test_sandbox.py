@@ -207,7 +207,7 @@ def test_escalation_is_an_approval_request(
 
     assert "[sandbox:" in confined and len(asked) == 1
     assert "outside the sandbox" in asked[0].reason and "next to the project" in asked[0].reason
-    assert asked[0].pattern == "outside sandbox"
+    assert asked[0].command == f"(outside the sandbox) echo hi > {target}"
     assert target.exists() == (answer == "once"), escalated
 
 

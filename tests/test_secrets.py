@@ -62,7 +62,10 @@ def test_reading_secrets_asks_and_what_is_read_never_reaches_the_model_or_the_st
         stored = agent.store.load_messages(result["session_id"])
 
     config_result, env_result = tool_results(result)
-    assert [request.pattern for request in asked] == ["read secrets", "read secrets"]
+    assert [request.reason.split(" (")[0] for request in asked] == [
+        "reads talaria's own settings and API keys",
+        "reads an environment file that usually holds keys",
+    ]
     assert "[REDACTED:configured-key]" in config_result
     assert (
         "[REDACTED:anthropic-key]" in env_result and "DB_PASSWORD=[REDACTED:secret]" in env_result

@@ -23,6 +23,8 @@ DECISIONS: tuple[str, ...] = APPROVAL_DECISIONS
 ApprovalRequest = ApprovalRequested
 """What `approval_callback(request)` receives: the request event itself."""
 
+ESCALATED = "(outside the sandbox)"
+"""How an escalated command is shown to the user and remembered by a grant."""
 SHELL_CONTROL = re.compile(r"[;&|`$<>(){}\n\\]")
 """Characters after which a prefix rule no longer describes what runs (a second command,
 a substitution, a redirection)."""
@@ -104,7 +106,8 @@ def _assess_terminal(arguments: dict[str, Any], cwd: Path, home: Path) -> Assess
 
 def _escalated(command: str, verdict: Assessment | None, arguments: dict[str, Any]) -> Assessment:
     """Running outside the sandbox is a decision for the user, whatever the command: the
-    request names the justification and joins the command's own dangers to its pattern."""
+    request names the justification and the command's own dangers, and is remembered apart
+    from the same command run inside the sandbox (a grant for one never covers the other)."""
     if verdict is not None and verdict.blocked:
         return verdict
     why = str(arguments.get("justification") or "").strip() or "no justification given"
@@ -112,7 +115,7 @@ def _escalated(command: str, verdict: Assessment | None, arguments: dict[str, An
     pattern = "outside sandbox"
     if verdict is not None:
         reason, pattern = f"{reason}; {verdict.reason}", f"{pattern} + {verdict.pattern}"
-    return Assessment(command=command, reason=reason, pattern=pattern)
+    return Assessment(command=f"{ESCALATED} {command}", reason=reason, pattern=pattern)
 
 
 def _assess_read(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
