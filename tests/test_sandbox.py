@@ -134,7 +134,8 @@ def test_full_access_runs_the_same_commands_unconfined(
 def test_network_can_be_allowed_by_config(
     provider: ScriptedProvider, dirs: dict[str, Path], listener: int
 ) -> None:
-    agent = make_agent(provider, dirs, config={"approvals.mode": "off", "sandbox.network": True})
+    nested = {"approvals.mode": "off", "sandbox": {"network": True}}  # Agent(config=...) form
+    agent = make_agent(provider, dirs, config=nested)
     (network,) = run(provider, agent, f"exec 3<>/dev/tcp/127.0.0.1/{listener} && echo connected")
     assert "connected" in network
 
