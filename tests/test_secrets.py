@@ -13,6 +13,7 @@ from helpers import tool_results
 from talaria import Agent
 from talaria.messages.redact import redact
 from talaria.testing import Fail, ScriptedProvider, calls, text
+from talaria.tools.builtin import files
 
 OWN_KEY = "zq-own-key-7f3a9c2e41b8d6"
 """The agent's own key, in no known shape: it must be redacted by value."""
@@ -87,6 +88,29 @@ def test_without_an_approver_secrets_are_not_read(
         results = tool_results(agent.run_conversation(user_message="read it"))
     assert all(result.startswith("Denied") for result in results)
     assert _leaks(json.dumps(results)) == []
+
+
+@pytest.mark.parametrize("ripgrep", [True, False])
+def test_searching_the_project_never_shows_secret_files(
+    provider: ScriptedProvider,
+    setup: dict[str, Path],
+    ripgrep: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (setup["work"] / "prod.env").write_text(f"DB_PASSWORD={DB_PASSWORD}\n")
+    (setup["work"] / "notes.md").write_text("DB_PASSWORD is in the vault\n")
+    if not ripgrep:
+        monkeypatch.setattr(files.shutil, "which", lambda name: None)  # the Python fallback
+    provider.add(
+        calls(("search_files", {"pattern": "DB_PASSWORD"})),
+        calls(("search_files", {"pattern": "DB_PASSWORD", "path": ".env"})),
+        text("done"),
+    )
+    with _agent(provider, setup) as agent:
+        listing, direct = tool_results(agent.run_conversation(user_message="find it"))
+    assert "notes.md" in listing and ".env" not in listing
+    assert direct.startswith("Denied")
+    assert _leaks(listing + direct) == []
 
 
 def test_a_provider_error_that_echoes_the_key_is_redacted(

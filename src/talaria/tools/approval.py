@@ -119,10 +119,11 @@ def _escalated(command: str, verdict: Assessment | None, arguments: dict[str, An
 
 
 def _assess_read(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
+    """read_file, or search_files pointed at one file: reading a secret asks."""
     from talaria.tools.builtin.files import resolve_path
     from talaria.tools.secret_files import assess_secret_read
 
-    path = arguments.get("path")
+    path = arguments.get("path", ".")
     return assess_secret_read(resolve_path(path, cwd), home) if isinstance(path, str) else None
 
 
@@ -139,4 +140,5 @@ _ASSESSORS: dict[str, Callable[[dict[str, Any], Path, Path], Assessment | None]]
     "write_file": _assess_write,
     "patch": _assess_write,
     "read_file": _assess_read,
+    "search_files": _assess_read,
 }

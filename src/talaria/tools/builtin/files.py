@@ -30,6 +30,8 @@ MAX_MATCHES = 200
 MAX_MATCH_CHARS = 300
 _MAX_SEARCH_BYTES = 10_000_000
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})
+_SECRET_GLOBS = ("*.env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
+"""Secret files ripgrep would search (it already skips hidden ones such as .env)."""
 """Besides hidden directories (.git, .venv ...): vendored code nobody means to search."""
 
 _locks: dict[Path, threading.Lock] = {}
@@ -242,10 +244,14 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _grep_python(regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[str]:
+    from talaria.tools.secret_files import secret_reason
+
     found: list[str] = []
     for file in _walk(root):
         if ctx.interrupt.is_set() or len(found) > MAX_MATCHES:
             break
+        if file != root and secret_reason(file, ctx.home) is not None:
+            continue  # a directory search never shows .env or key files (read_file asks)
         try:
             if file.stat().st_size > _MAX_SEARCH_BYTES:
                 continue
@@ -263,7 +269,8 @@ def _grep_python(regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[s
 
 def _grep_rg(rg: str, pattern: str, root: Path, ctx: ToolContext) -> list[str]:
     """ripgrep, read only as far as the cap (it respects .gitignore, which the fallback cannot)."""
-    skipped = [argument for name in sorted(_SKIP_DIRS) for argument in ("--glob", f"!{name}")]
+    excluded = [*sorted(_SKIP_DIRS), *_SECRET_GLOBS]
+    skipped = [argument for name in excluded for argument in ("--glob", f"!{name}")]
     command = [
         rg,
         "--line-number",
