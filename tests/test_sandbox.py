@@ -158,6 +158,14 @@ def test_root_inside_the_sandbox_cannot_remount_or_touch_the_talaria_home(
     assert (dirs["home"] / "config.yaml").read_text() == "model: {default: scripted-model}\n"
 
 
+def test_other_processes_are_invisible_and_the_result_says_why(
+    provider: ScriptedProvider, dirs: dict[str, Path]
+) -> None:
+    agent = make_agent(provider, dirs, config={"approvals.mode": "off"})
+    (result,) = run(provider, agent, f"kill -0 {os.getpid()}")
+    assert "No such process" in result and "own process namespace" in result
+
+
 def test_read_only_mode_allows_only_a_private_tmp(
     provider: ScriptedProvider, dirs: dict[str, Path]
 ) -> None:

@@ -166,6 +166,11 @@ def failure_hint(policy: SandboxPolicy, cwd: Path, output: str, exit_code: int |
             what += " (.git/hooks, .git/config and the talaria home read-only)"
     elif not policy.network and _NETWORK_DOWN.search(output):
         what = "has no network access (sandbox.network is false)"
+    elif "No such process" in output:
+        what = (
+            "runs each command in its own process namespace, so it sees and signals only its "
+            "own processes (stop background processes with the process tool)"
+        )
     elif "No such file or directory" in output and "/tmp/" in output:
         what = "has a private /tmp: files in the real /tmp are not visible there"
     else:
