@@ -234,7 +234,8 @@ def terminal(
     justification: str | None = None,
 ) -> str:
     """Run a shell command in the task's working directory, inside the sandbox unless the
-    call was approved to run outside it (`escalate`; the approval seam asks first)."""
+    call was approved to run outside it (`escalate`: the approval seam asks first, showing
+    the `justification`)."""
     if not command.strip():
         raise ToolError("command is empty")
     prefix = [] if escalate else confine(ctx.sandbox, ctx.cwd, ctx.emit)
