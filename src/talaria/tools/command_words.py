@@ -90,6 +90,9 @@ class ScanContext:
     """Files this line writes before it may run them, with the text written (`echo ... > f`)."""
     downloaded: set[str] = field(default_factory=set)
     """Files this line downloads (`curl -o f URL`): running them runs unseen code."""
+    rewritten: set[str] = field(default_factory=set)
+    """Files this line changes in ways that cannot be read ahead (`cp x f`, `sed -i ... f`):
+    what is on disk now is not what would run."""
 
 
 Rule = Callable[[list[Arg], "Scanner"], list[Finding]]

@@ -145,7 +145,7 @@ def read_script(path_arg: Arg, sc: Scanner) -> tuple[str | None, list[Finding]]:
         f"runs the script {path_arg}, which cannot be read to check it before it runs",
         "unreadable script",
     )
-    if path is None:
+    if path is None or path in sc.ctx.rewritten:
         return None, [unreadable]
     try:
         with open(path, "rb") as handle:

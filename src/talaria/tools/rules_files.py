@@ -43,6 +43,8 @@ def write_target(text: str, sc: Scanner) -> list[Finding]:
     path = absolute(text, sc)
     if path is None:
         return []
+    sc.ctx.written.pop(path, None)
+    sc.ctx.rewritten.add(path)
     if is_block_device(path):
         return [Finding(f"overwrites the disk device {path}", "write to disk", blocked=True)]
     settings = talaria_settings(Path(path), sc.ctx.talaria_home)
@@ -60,6 +62,7 @@ def remember_write(target: str, text: str, sc: Scanner) -> None:
     """`echo TEXT > f`: a later `sh f` in the same line runs TEXT."""
     path = absolute(target, sc)
     if path is not None:
+        sc.ctx.rewritten.discard(path)
         sc.ctx.written[path] = text
 
 
