@@ -220,6 +220,15 @@ def test_escalation_is_an_approval_request(
     assert target.exists() == (answer == "once"), escalated
 
 
+def test_escalation_runs_unasked_when_approvals_are_off(
+    provider: ScriptedProvider, dirs: dict[str, Path]
+) -> None:
+    target = dirs["outside"] / "escalated.txt"
+    agent = make_agent(provider, dirs, config={"approvals.mode": "off"})
+    (result,) = run(provider, agent, {"command": f"touch {target}", "escalate": True})
+    assert "exit code: 0" in result and target.exists()
+
+
 def test_escalation_without_an_approver_is_denied(
     provider: ScriptedProvider, dirs: dict[str, Path]
 ) -> None:
