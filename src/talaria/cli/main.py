@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--home")
 
     commands.add_parser("demo", help="one real turn against a local scripted model (offline)")
+
+    serve = commands.add_parser("serve", help="HTTP server: OpenAI-compatible API, runs, web page")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8642; 0 picks a free one)")
+    _add_model_options(serve)
     return parser
 
 
@@ -133,6 +138,12 @@ def _run_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+def _run_serve(args: argparse.Namespace) -> int:
+    from talaria.server.command import run_serve
+
+    return run_serve(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": _run_chat,
     "sessions": _run_sessions,
@@ -140,6 +151,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "doctor": _run_doctor,
     "demo": _run_demo,
     "usage": _run_usage,
+    "serve": _run_serve,
 }
 
 

@@ -1,0 +1,120 @@
+"""The sessions API over the same store as the CLI: list, read, rename, delete, fork.
+
+A session started here resumes in the terminal (`talaria chat --resume <id>`) and back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from talaria.loop.session import new_session_id
+from talaria.offload import run_blocking
+from talaria.server.bodies import field_of, read_json
+from talaria.server.errors import ApiError
+from talaria.server.hub import SessionHub
+from talaria.store.base import SessionInfo
+
+
+def _hub(request: Request) -> SessionHub:
+    hub: SessionHub = request.app.state.hub
+    return hub
+
+
+def session_view(info: SessionInfo, hub: SessionHub) -> dict[str, Any]:
+    view = asdict(info)
+    view.pop("system_prompt", None)
+    view["cost_usd"] = (info.usage or {}).get("estimated_cost_usd")
+    run = hub.busy_run(info.id)
+    view["running_run_id"] = run.id if run is not None else None
+    return view
+
+
+async def _info(hub: SessionHub, session_id: str) -> SessionInfo:
+    info = await run_blocking(hub.store.get_session, session_id)
+    if info is None:
+        raise ApiError(404, f"no session {session_id!r}")
+    return info
+
+
+def _int_param(request: Request, name: str, default: int, upper: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) > upper:
+        raise ApiError(422, f"'{name}' must be an integer between 0 and {upper}")
+    return int(raw)
+
+
+async def list_sessions(request: Request) -> Response:
+    hub = _hub(request)
+    limit = _int_param(request, "limit", 50, 500)
+    offset = _int_param(request, "offset", 0, 10**9)
+    infos = await run_blocking(hub.store.list_sessions, limit, offset)
+    return JSONResponse({"data": [session_view(info, hub) for info in infos]})
+
+
+async def read_session(request: Request) -> Response:
+    hub = _hub(request)
+    info = await _info(hub, request.path_params["session_id"])
+    messages = await run_blocking(hub.store.load_messages, info.id)
+    return JSONResponse({**session_view(info, hub), "messages": messages})
+
+
+async def rename_session(request: Request) -> Response:
+    hub = _hub(request)
+    body = await read_json(request)
+    if "title" not in body:
+        raise ApiError(422, "'title' is required (a string, or null to clear it)")
+    title = field_of(body, "title", str)
+    info = await _info(hub, request.path_params["session_id"])
+    await run_blocking(hub.store.rename, info.id, title)
+    return JSONResponse(session_view(await _info(hub, info.id), hub))
+
+
+async def delete_session(request: Request) -> Response:
+    hub = _hub(request)
+    info = await _info(hub, request.path_params["session_id"])
+    await hub.forget(info.id)
+    await run_blocking(hub.store.delete_session, info.id)
+    return JSONResponse({"id": info.id, "deleted": True})
+
+
+async def fork_session(request: Request) -> Response:
+    """A new session holding a copy of the messages; the original is untouched."""
+    hub = _hub(request)
+    body = await read_json(request)
+    title = field_of(body, "title", str)
+    info = await _info(hub, request.path_params["session_id"])
+    messages = await run_blocking(hub.store.load_messages, info.id)
+    fork_id = new_session_id()
+
+    def copy() -> None:
+        hub.store.create_session(
+            fork_id,
+            source=info.source,
+            model=info.model,
+            provider=info.provider,
+            api_mode=info.api_mode,
+            system_prompt=info.system_prompt,
+            title=title,
+            cwd=info.cwd,
+        )
+        hub.store.append_messages(fork_id, list(enumerate(messages)))
+        hub.store.set_state(fork_id, "forked_from", info.id)
+
+    await run_blocking(copy)
+    return JSONResponse(session_view(await _info(hub, fork_id), hub), status_code=201)
+
+
+ROUTES = [
+    Route("/v1/sessions", list_sessions, methods=["GET"]),
+    Route("/v1/sessions/{session_id}", read_session, methods=["GET"]),
+    Route("/v1/sessions/{session_id}", rename_session, methods=["PATCH"]),
+    Route("/v1/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    Route("/v1/sessions/{session_id}/fork", fork_session, methods=["POST"]),
+]

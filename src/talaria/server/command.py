@@ -1,0 +1,91 @@
+"""`talaria serve`: check the settings, bind the port, run uvicorn with the app.
+
+Refusals (an open address without a strong key, a port in use, the extra not installed) are
+one line on stderr and exit code 2, before anything listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import socket
+import sys
+from typing import Any
+
+from talaria.server.settings import ServerSettings
+
+EXIT_REFUSED = 2
+
+
+def _fail(message: str) -> int:
+    print(f"talaria serve: {message}", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def agent_factory(args: argparse.Namespace, store: Any, settings: ServerSettings) -> Any:
+    """One Agent per session, all on the server's model, tools and store."""
+    from talaria.agent import Agent
+    from talaria.cli.options import agent_kwargs
+
+    base = agent_kwargs(args)
+    base["source"] = "server"
+    if settings.approvals == "off":
+        base["config"]["approvals.mode"] = "off"
+
+    def make(session_id: str) -> Agent:
+        kwargs = copy.deepcopy(base)
+        return Agent(session_id=session_id, store=store, **kwargs)
+
+    return make
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from talaria.server.app import create_app
+    except ImportError as exc:
+        return _fail(
+            f"needs the server extra ({exc.name} is missing): pip install 'talaria[server]'"
+        )
+    from talaria.config import Config, ConfigError
+    from talaria.store.sqlite import SQLiteSessionStore
+
+    try:
+        config = Config.load(args.home)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    settings = ServerSettings.from_config(config.get, host=args.host, port=args.port)
+    refusal = settings.refusal()
+    if refusal:
+        return _fail(refusal)
+    try:
+        sock = _bind(settings.host, settings.port)
+    except OSError as exc:
+        return _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
+    config.home.mkdir(parents=True, exist_ok=True)
+    store = SQLiteSessionStore(config.home / "state.db")
+    app = create_app(settings, agent_factory(args, store, settings), store)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"talaria serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        store.close()
+    return 0

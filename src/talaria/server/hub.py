@@ -1,0 +1,233 @@
+"""The server's sessions: one live Agent per session (an LRU), one turn at a time on each.
+
+Every turn, whichever endpoint starts it, is a `Run` driven by `agent.arun_conversation` on the
+server's event loop, with the agent's events collected through `agent.subscribe`. Runs started
+through the runs API answer approvals and clarify questions through their clients; turns of
+the OpenAI-compatible endpoints are headless: nobody can answer, so the engine's headless rule
+denies approvals (and tells the model), and a clarify question gets a fixed answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from talaria import events as ev
+from talaria.loop.session import new_session_id
+from talaria.offload import run_blocking
+from talaria.server.errors import ApiError
+from talaria.server.runs import Run, terminal_event
+from talaria.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from talaria.agent import Agent
+    from talaria.store.base import SessionStore
+
+log = logging.getLogger("talaria.server")
+
+HEADLESS_CLARIFY_ANSWER = (
+    "No one can answer questions in this conversation (it runs through an API without a "
+    "user at hand). Proceed with your best judgement and say what you assumed."
+)
+RETAINED_RUNS = 2_000
+
+AgentFactory = Callable[[str], "Agent"]
+"""Builds the agent for a session id (the server's model, tools and the shared store)."""
+
+
+@dataclass
+class LiveSession:
+    session_id: str
+    agent: Agent
+    run: Run | None = None
+    """The turn in progress (None when idle)."""
+    headless: bool = False
+    unsubscribe: Callable[[], None] = field(default=lambda: None)
+
+    def on_event(self, event: ev.Event) -> None:
+        run = self.run
+        if run is None:
+            return
+        if self.headless and isinstance(event, ev.ClarifyRequested):
+            self.agent.respond(event.request_id, HEADLESS_CLARIFY_ANSWER)
+        run.on_engine_event(event)
+
+
+@dataclass(slots=True)
+class TurnRequest:
+    text: str
+    session_id: str | None = None
+    headless: bool = False
+    history: list[dict[str, Any]] | None = None
+    """Seeds a new session (the OpenAI endpoints' earlier messages)."""
+    system: str | None = None
+
+
+class SessionHub:
+    def __init__(
+        self, make_agent: AgentFactory, store: SessionStore, settings: ServerSettings
+    ) -> None:
+        self.make_agent = make_agent
+        self.store = store
+        self.settings = settings
+        self.runs: dict[str, Run] = {}
+        self._live: OrderedDict[str, LiveSession] = OrderedDict()
+
+    # ---- turns ----------------------------------------------------------------------------
+
+    async def start_turn(self, request: TurnRequest) -> Run:
+        """Start a turn as a background task and return its run at once; 404 for an unknown
+        session, 409 when the session is already running a turn."""
+        session_id = request.session_id
+        if session_id is None:
+            session_id = new_session_id()
+        elif session_id not in self._live:
+            await self.require_session(session_id)
+        live = self._live_session(session_id)
+        if live.run is not None:
+            raise ApiError(
+                409,
+                f"session busy: {session_id} is running {live.run.id}; wait for it to end "
+                "or cancel it",
+                "session_busy",
+            )
+        run = Run(session_id, asyncio.get_running_loop(), self.settings.max_run_events)
+        live.run, live.headless = run, request.headless
+        self.runs[run.id] = run
+        run.publish("run.started", {"run_id": run.id, "session_id": session_id})
+        run.task = asyncio.create_task(self._drive(live, run, request))
+        await self._evict_idle()
+        self._prune_runs()
+        return run
+
+    async def _drive(self, live: LiveSession, run: Run, request: TurnRequest) -> None:
+        answers = () if request.headless else ("approval", "clarify")
+        stop_answering = live.agent.subscribe(_ignore, answers=answers)
+        result: dict[str, Any] | None = None
+        try:
+            result = await live.agent.arun_conversation(
+                request.text,
+                system_message=request.system,
+                conversation_history=request.history,
+            )
+            name, data = terminal_event(result)
+        except Exception as exc:
+            log.warning("run %s crashed", run.id, exc_info=True)
+            name, data = "run.failed", {"error": f"{type(exc).__name__}: {exc}", "usage": {}}
+        finally:
+            stop_answering()
+            live.run = None
+        run.result = result
+        run.publish(name, data)
+
+    def run(self, run_id: str) -> Run:
+        run = self.runs.get(run_id)
+        if run is None:
+            raise ApiError(404, f"no run {run_id!r} (finished runs are kept for a while only)")
+        return run
+
+    def cancel(self, run_id: str) -> Run:
+        run = self.run(run_id)
+        live = self._live.get(run.session_id)
+        if run.done or live is None or live.run is not run:
+            raise ApiError(409, f"run {run_id} has already finished ({run.status})")
+        live.agent.interrupt("cancelled by the client")
+        return run
+
+    def respond(self, run_id: str, request_id: str, answer: object) -> None:
+        """Answer a pending approval or clarify request of a running run."""
+        run = self.run(run_id)
+        live = self._live.get(run.session_id)
+        if run.done or live is None or live.run is not run:
+            raise ApiError(409, f"run {run_id} has already finished ({run.status})")
+        try:
+            accepted = live.agent.respond(request_id, answer)
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+        if not accepted:
+            raise ApiError(
+                404, f"request {request_id!r} is not pending (answered, withdrawn or unknown)"
+            )
+
+    # ---- sessions -------------------------------------------------------------------------
+
+    async def require_session(self, session_id: str) -> None:
+        if await run_blocking(self.store.get_session, session_id) is None:
+            raise ApiError(404, f"no session {session_id!r}")
+
+    def busy_run(self, session_id: str) -> Run | None:
+        live = self._live.get(session_id)
+        return live.run if live is not None else None
+
+    async def forget(self, session_id: str) -> None:
+        """Close the session's live agent (before a delete); 409 while it runs a turn."""
+        run = self.busy_run(session_id)
+        if run is not None:
+            raise ApiError(409, f"session busy: {session_id} is running {run.id}", "session_busy")
+        live = self._live.pop(session_id, None)
+        if live is not None:
+            await self._close(live)
+
+    def _live_session(self, session_id: str) -> LiveSession:
+        live = self._live.get(session_id)
+        if live is None:
+            live = LiveSession(session_id, self.make_agent(session_id))
+            live.unsubscribe = live.agent.subscribe(live.on_event)
+            self._live[session_id] = live
+        self._live.move_to_end(session_id)
+        return live
+
+    async def _evict_idle(self) -> None:
+        """Close the least recently used idle agents beyond the limit."""
+        excess = len(self._live) - self.settings.max_live_sessions
+        for session_id in list(self._live):
+            if excess <= 0:
+                break
+            live = self._live[session_id]
+            if live.run is None:
+                del self._live[session_id]
+                await self._close(live)
+                excess -= 1
+
+    async def _close(self, live: LiveSession) -> None:
+        live.unsubscribe()
+        try:
+            await live.agent.aclose()
+        except Exception:
+            log.warning("closing the agent of %s failed", live.session_id, exc_info=True)
+
+    def _prune_runs(self) -> None:
+        cutoff = time.time() - self.settings.run_retention_s
+        finished = [r for r in self.runs.values() if r.finished_at is not None]
+        finished.sort(key=lambda r: r.finished_at or 0.0)
+        excess = len(self.runs) - RETAINED_RUNS
+        for run in finished:
+            if (run.finished_at or 0.0) < cutoff or excess > 0:
+                del self.runs[run.id]
+                excess -= 1
+
+    async def aclose(self) -> None:
+        """Stop every running turn (bounded wait), then close every agent."""
+        tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
+        for live in self._live.values():
+            if live.run is not None:
+                live.agent.interrupt("the server is shutting down")
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=10)
+            for task in pending:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        for live in list(self._live.values()):
+            await self._close(live)
+        self._live.clear()
+
+
+def _ignore(event: ev.Event) -> None:
+    """The answering subscription only declares who answers; events come via on_event."""
