@@ -18,8 +18,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from talaria import __version__
+from talaria.offload import run_blocking
 from talaria.server import api_chat, api_responses, api_runs, api_sessions, openai_common
-from talaria.server.errors import EXCEPTION_HANDLERS, ApiError
+from talaria.server.errors import EXCEPTION_HANDLERS, ApiError, log
 from talaria.server.hub import AgentFactory, SessionHub
 from talaria.server.middleware import BodyLimit, KeyAuth
 from talaria.server.openai_common import SESSION_HEADER
@@ -57,6 +58,17 @@ async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document())
 
 
+def _warm_up(make_agent: AgentFactory) -> None:
+    """Import and assemble what a first turn needs (the SDKs, the tools) before the first
+    request rather than during it; a failure here is left for that request to report."""
+    try:
+        agent = make_agent("warm-up")
+        agent.warm_up()
+        agent.close()
+    except Exception:
+        log.warning("warming up failed", exc_info=True)
+
+
 def create_app(
     settings: ServerSettings, make_agent: AgentFactory, store: SessionStore
 ) -> Starlette:
@@ -64,6 +76,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await run_blocking(_warm_up, make_agent)
         yield
         await hub.aclose()
 

@@ -31,7 +31,7 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError:
         sock.close()
         raise
-    sock.set_inheritable(True)
+    sock.listen(2048)  # connections queue while the app warms up
     return sock
 
 

@@ -1,0 +1,82 @@
+"""The web page in a real browser (Debian's Chromium driven by Playwright, headless): type a
+message, approve the command the agent wants to run, see the tool card and the streamed answer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server_helpers import KEY, ServeProcess
+from talaria.testing import ScriptedProvider, call, text
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(
+    os.environ.get("TALARIA_TEST_ARTIFACTS") or Path(__file__).parent.parent / "test-artifacts"
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is required in CI (.ci/run installs it with apt)")
+        pytest.skip("chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def test_chat_in_the_browser_with_an_approval_and_a_tool_card(browser, tmp_path: Path) -> None:
+    target = tmp_path / "old-build"
+    target.mkdir()
+    answer = "Removed the **old build**. <b>not bold</b>"
+    steps = [
+        call("terminal", {"command": f"rm -rf {target}"}),
+        text(answer, chunk_size=5, chunk_delay=0.02),
+    ]
+    with ScriptedProvider(steps) as provider, ServeProcess(provider, tmp_path / "home") as serve:
+        page = browser.new_page()
+        page.goto(f"{serve.url}/?key={KEY}")  # the one-time key exchange sets the cookie
+        page.fill("#input", "clean up the old build")
+        page.press("#input", "Enter")
+
+        approval = page.locator(".card.approval")
+        approval.wait_for(timeout=30_000)
+        assert f"rm -rf {target}" in approval.locator(".command").inner_text()
+        approval.get_by_role("button", name="Approve once").click()
+
+        reply = page.locator(".msg.assistant").last
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('not bold'))",
+            timeout=30_000,
+        )
+        assert reply.locator("strong").inner_text() == "old build"
+        assert reply.locator("b").count() == 0, "HTML in the answer is shown, never run"
+        assert "<b>not bold</b>" in reply.inner_text()
+        tool = page.locator(".card.tool")
+        assert "terminal" in tool.locator(".head").inner_text()
+        assert tool.locator(".output").inner_text() != "running…"
+        assert "once" in approval.locator(".head").inner_text()
+        page.wait_for_function(
+            "() => document.getElementById('usage').textContent.includes('tokens')"
+        )
+        page.locator("#sessions li").first.wait_for()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / "server-web-chat.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot: {shot}")
+    assert not target.exists()
