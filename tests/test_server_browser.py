@@ -60,10 +60,10 @@ def test_chat_in_the_browser_with_an_approval_and_a_tool_card(browser, tmp_path:
         approval.get_by_role("button", name="Approve once").click()
 
         reply = page.locator(".msg.assistant").last
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('not bold'))",
-            timeout=30_000,
+        answered = "() => [...document.querySelectorAll('.msg.assistant')]" + (
+            ".some(m => m.textContent.includes('not bold'))"
         )
+        page.wait_for_function(answered, timeout=30_000)
         assert reply.locator("strong").inner_text() == "old build"
         assert reply.locator("b").count() == 0, "HTML in the answer is shown, never run"
         assert "<b>not bold</b>" in reply.inner_text()
