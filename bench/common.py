@@ -114,13 +114,15 @@ class ProviderProcess:
     """A `ScriptedProvider` serving `plan` from a child process (see bench/serve.py)."""
 
     plan: Plan
+    delay: float = 0.0
+    """Seconds the provider waits before each answer (a model's latency)."""
     url: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
     _proc: subprocess.Popen[str] | None = None
 
     def start(self) -> ProviderProcess:
         self._proc = subprocess.Popen(
-            [sys.executable, str(BENCH_DIR / "serve.py"), json.dumps(self.plan)],
+            [sys.executable, str(BENCH_DIR / "serve.py"), json.dumps(self.plan), str(self.delay)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

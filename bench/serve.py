@@ -17,7 +17,7 @@ from talaria.testing import Script, ScriptedProvider, calls, text
 from talaria.testing.script import Step
 
 
-def step_for(plan: list[list[list[Any]]], body: dict[str, Any]) -> Step:
+def step_for(plan: list[list[list[Any]]], body: dict[str, Any], delay: float = 0.0) -> Step:
     """The plan step this request is at: assistant messages since the last user message.
 
     A user message "steps=<k>" cuts the turn to k model calls (k - 1 tool steps, then text),
@@ -30,13 +30,14 @@ def step_for(plan: list[list[list[Any]]], body: dict[str, Any]) -> Step:
     if asked:
         plan = plan[: int(asked.group(1)) - 1]
     if done < len(plan):
-        return calls(*[(name, args) for name, args in plan[done]])
-    return text("done")
+        return calls(*[(name, args) for name, args in plan[done]], delay=delay)
+    return text("done", delay=delay)
 
 
 def main() -> None:
     plan = json.loads(sys.argv[1])
-    provider = ScriptedProvider(script=Script(fallback=lambda body: step_for(plan, body)),
+    delay = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0  # seconds before each answer
+    provider = ScriptedProvider(script=Script(fallback=lambda body: step_for(plan, body, delay)),
                                 strict=False)
     with provider:
         print(provider.openai_base_url, flush=True)

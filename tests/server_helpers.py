@@ -45,7 +45,7 @@ class ServeProcess:
             sys.executable, "-m", "talaria.cli.main", "serve", "--port", "0",
             "--home", str(self.home), "--base-url", self.provider.openai_base_url,
             "--model", "scripted-model", "--api-key", "provider-key",
-            "--api-mode", "chat_completions", "--toolsets", "terminal", *self.extra_args,
+            "--api-mode", "chat_completions", "--toolsets", "terminal,clarify", *self.extra_args,
         ]  # fmt: skip
         with open(log, "wb") as sink:
             self.proc = subprocess.Popen(command, stderr=sink, cwd=self.home, env=env)

@@ -234,6 +234,33 @@ def test_a_run_asks_for_approval_over_http_and_runs_the_tool_once_approved(
     assert not target.exists()
 
 
+def test_a_run_asks_a_clarify_question_and_the_http_answer_reaches_the_model(
+    serve: ServeProcess, provider: ScriptedProvider
+) -> None:
+    provider.add(
+        call("clarify", {"question": "Which colour?", "choices": ["red", "blue"]}),
+        text("Blue it is."),
+    )
+    with serve.http() as http:
+        run = http.post("/v1/runs", json={"input": "paint it"}).json()
+        seen: list[SseEvent] = []
+        with http.stream("GET", run["events_url"]) as stream:
+            for event in read_events(stream):
+                seen.append(event)
+                if event.name == "clarify.requested":
+                    assert event.data["question"] == "Which colour?"
+                    assert event.data["choices"] == ["red", "blue"]
+                    url = f"/v1/runs/{run['run_id']}/clarify/{event.data['request_id']}"
+                    assert http.post(url, json={"answer": "blue"}).status_code == 200
+                    late = http.post(url, json={"answer": "red"})
+                    assert late.status_code == 404, "an answered request is no longer pending"
+    names = [e.name for e in seen]
+    assert "clarify.resolved" in names and names[-1] == "run.completed"
+    (result,) = [e.data["result"] for e in seen if e.name == "tool.completed"]
+    assert "blue" in result
+    assert "blue" in provider.requests[-1].body["messages"][-1]["content"]
+
+
 def test_reconnecting_with_last_event_id_resumes_after_what_the_client_saw(
     serve: ServeProcess, provider: ScriptedProvider
 ) -> None:

@@ -111,6 +111,9 @@ class SessionHub:
         stop_answering = live.agent.subscribe(_ignore, answers=answers)
         result: dict[str, Any] | None = None
         try:
+            # Assembling a new agent (SDK client, tools, plugins) is ~100 ms of CPU: do it off
+            # the loop so other sessions' streams keep flowing meanwhile.
+            await run_blocking(live.agent.warm_up)
             result = await live.agent.arun_conversation(
                 request.text,
                 system_message=request.system,
@@ -123,8 +126,18 @@ class SessionHub:
         finally:
             stop_answering()
             live.run = None
+            self._follow_compression(live)
         run.result = result
         run.publish(name, data)
+
+    def _follow_compression(self, live: LiveSession) -> None:
+        """Compression continues a conversation in a child session: file the agent under it
+        (the turn's result names it), so the next turn on the child reuses this agent."""
+        current = live.agent.session_id
+        if current and current != live.session_id and current not in self._live:
+            del self._live[live.session_id]
+            live.session_id = current
+            self._live[current] = live
 
     def run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
