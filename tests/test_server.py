@@ -134,9 +134,9 @@ def test_without_a_session_the_clients_history_seeds_a_new_one(
 
 
 def test_an_approval_cannot_be_asked_on_chat_completions_so_it_is_denied_and_the_model_told(
-    client: openai.OpenAI, provider: ScriptedProvider, tmp_path: Path
+    client: openai.OpenAI, provider: ScriptedProvider, serve: ServeProcess
 ) -> None:
-    target = tmp_path / "keep-me"
+    target = serve.home / "keep-me"
     target.mkdir()
     provider.add(call("terminal", {"command": f"rm -rf {target}"}), text("I could not delete it."))
     answer = client.chat.completions.create(
@@ -202,9 +202,9 @@ def test_responses_stream_parses_with_the_sdks_stream_helper(
 
 
 def test_a_run_asks_for_approval_over_http_and_runs_the_tool_once_approved(
-    serve: ServeProcess, provider: ScriptedProvider, tmp_path: Path
+    serve: ServeProcess, provider: ScriptedProvider
 ) -> None:
-    target = tmp_path / "scratch"
+    target = serve.home / "scratch"  # the server's working directory (the sandbox's workspace)
     target.mkdir()
     provider.add(call("terminal", {"command": f"rm -rf {target}"}), text("Deleted **scratch**."))
     with serve.http() as http:

@@ -41,14 +41,15 @@ def browser() -> Iterator[object]:
 
 
 def test_chat_in_the_browser_with_an_approval_and_a_tool_card(browser, tmp_path: Path) -> None:
-    target = tmp_path / "old-build"
-    target.mkdir()
+    home = tmp_path / "home"  # the server's working directory (the sandbox's workspace)
+    target = home / "old-build"
+    target.mkdir(parents=True)
     answer = "Removed the **old build**. <b>not bold</b>"
     steps = [
         call("terminal", {"command": f"rm -rf {target}"}),
         text(answer, chunk_size=5, chunk_delay=0.02),
     ]
-    with ScriptedProvider(steps) as provider, ServeProcess(provider, tmp_path / "home") as serve:
+    with ScriptedProvider(steps) as provider, ServeProcess(provider, home) as serve:
         page = browser.new_page()
         page.goto(f"{serve.url}/?key={KEY}")  # the one-time key exchange sets the cookie
         page.fill("#input", "clean up the old build")
