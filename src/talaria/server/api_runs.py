@@ -11,14 +11,9 @@ from starlette.routing import Route
 
 from talaria.server.bodies import field_of, non_empty, read_json
 from talaria.server.errors import ApiError
-from talaria.server.hub import SessionHub, TurnRequest
+from talaria.server.hub import TurnRequest, hub_of
 from talaria.server.runs import Run
 from talaria.server.sse import KEEPALIVE_S, PING, frame, sse_response
-
-
-def _hub(request: Request) -> SessionHub:
-    hub: SessionHub = request.app.state.hub
-    return hub
 
 
 def _run_view(run: Run) -> dict[str, Any]:
@@ -35,12 +30,12 @@ async def create_run(request: Request) -> Response:
     body = await read_json(request)
     text = non_empty(field_of(body, "input", str, required=True), "'input'")
     session_id = field_of(body, "session_id", str)
-    run = await _hub(request).start_turn(TurnRequest(text=text, session_id=session_id or None))
+    run = await hub_of(request).start_turn(TurnRequest(text=text, session_id=session_id or None))
     return JSONResponse(_run_view(run), status_code=202)
 
 
 async def get_run(request: Request) -> Response:
-    return JSONResponse(_run_view(_hub(request).run(request.path_params["run_id"])))
+    return JSONResponse(_run_view(hub_of(request).run(request.path_params["run_id"])))
 
 
 def _last_event_id(request: Request) -> int:
@@ -51,7 +46,7 @@ def _last_event_id(request: Request) -> int:
 
 
 async def run_events(request: Request) -> Response:
-    run = _hub(request).run(request.path_params["run_id"])
+    run = hub_of(request).run(request.path_params["run_id"])
     after = _last_event_id(request)
 
     async def stream() -> AsyncIterator[bytes]:
@@ -74,12 +69,12 @@ async def answer_clarify(request: Request) -> Response:
 
 def _answer(request: Request, answer: str) -> Response:
     params = request.path_params
-    _hub(request).respond(params["run_id"], params["request_id"], answer)
+    hub_of(request).respond(params["run_id"], params["request_id"], answer)
     return JSONResponse({"request_id": params["request_id"], "accepted": True})
 
 
 async def cancel_run(request: Request) -> Response:
-    run = _hub(request).cancel(request.path_params["run_id"])
+    run = hub_of(request).cancel(request.path_params["run_id"])
     return JSONResponse(_run_view(run), status_code=202)
 
 

@@ -16,13 +16,8 @@ from talaria.loop.session import new_session_id
 from talaria.offload import run_blocking
 from talaria.server.bodies import field_of, read_json
 from talaria.server.errors import ApiError
-from talaria.server.hub import SessionHub
+from talaria.server.hub import SessionHub, hub_of
 from talaria.store.base import SessionInfo
-
-
-def _hub(request: Request) -> SessionHub:
-    hub: SessionHub = request.app.state.hub
-    return hub
 
 
 def session_view(info: SessionInfo, hub: SessionHub) -> dict[str, Any]:
@@ -51,7 +46,7 @@ def _int_param(request: Request, name: str, default: int, upper: int) -> int:
 
 
 async def list_sessions(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     limit = _int_param(request, "limit", 50, 500)
     offset = _int_param(request, "offset", 0, 10**9)
     infos = await run_blocking(hub.store.list_sessions, limit, offset)
@@ -59,14 +54,14 @@ async def list_sessions(request: Request) -> Response:
 
 
 async def read_session(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     info = await _info(hub, request.path_params["session_id"])
     messages = await run_blocking(hub.store.load_messages, info.id)
     return JSONResponse({**session_view(info, hub), "messages": messages})
 
 
 async def rename_session(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     body = await read_json(request)
     if "title" not in body:
         raise ApiError(422, "'title' is required (a string, or null to clear it)")
@@ -77,7 +72,7 @@ async def rename_session(request: Request) -> Response:
 
 
 async def delete_session(request: Request) -> Response:
-    hub = _hub(request)
+    hub = hub_of(request)
     info = await _info(hub, request.path_params["session_id"])
     await hub.forget(info.id)
     await run_blocking(hub.store.delete_session, info.id)
@@ -86,7 +81,7 @@ async def delete_session(request: Request) -> Response:
 
 async def fork_session(request: Request) -> Response:
     """A new session holding a copy of the messages; the original is untouched."""
-    hub = _hub(request)
+    hub = hub_of(request)
     body = await read_json(request)
     title = field_of(body, "title", str)
     info = await _info(hub, request.path_params["session_id"])

@@ -242,5 +242,11 @@ class SessionHub:
         self._live.clear()
 
 
+def hub_of(request: Any) -> SessionHub:
+    """The hub of the app serving this Starlette request."""
+    hub: SessionHub = request.app.state.hub
+    return hub
+
+
 def _ignore(event: ev.Event) -> None:
     """The answering subscription only declares who answers; events come via on_event."""

@@ -20,16 +20,11 @@ from starlette.routing import Route
 
 from talaria.server.bodies import non_empty, text_of
 from talaria.server.errors import ApiError
-from talaria.server.hub import SessionHub, TurnRequest
+from talaria.server.hub import SessionHub, TurnRequest, hub_of
 from talaria.server.runs import Run, RunEvent
 
 SESSION_HEADER = "X-Talaria-Session"
 STARTED = int(time.time())
-
-
-def hub_of(request: Request) -> SessionHub:
-    hub: SessionHub = request.app.state.hub
-    return hub
 
 
 def check_model(hub: SessionHub, model: Any) -> str:

@@ -49,6 +49,11 @@ def _ok(schema: dict[str, Any], description: str = "ok", sse: bool = False) -> d
     return {"description": description, "content": content, "headers": _SESSION_HEADER}
 
 
+def _openai_op(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    errors = (400, 401, 404, 409, 413, 422, 502)
+    return _op(f"OpenAI {api} (stream or not)", _ok(_OBJECT, sse=True), body=body, errors=errors)
+
+
 def _path(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
@@ -169,22 +174,8 @@ def _paths() -> dict[str, Any]:
         },
         "/openapi.json": {"get": _op("this description", _ok(_OBJECT), errors=(401,))},
         "/v1/models": {"get": _op("the served agents", _ok(list_of), errors=(401,))},
-        "/v1/chat/completions": {
-            "post": _op(
-                "OpenAI Chat Completions (stream or not)",
-                _ok(_OBJECT, sse=True),
-                body=_CHAT_BODY,
-                errors=(400, 401, 404, 409, 413, 422, 502),
-            )
-        },
-        "/v1/responses": {
-            "post": _op(
-                "OpenAI Responses (stream or not)",
-                _ok(_OBJECT, sse=True),
-                body=_RESPONSES_BODY,
-                errors=(400, 401, 404, 409, 413, 422, 502),
-            )
-        },
+        "/v1/chat/completions": {"post": _openai_op("Chat Completions", _CHAT_BODY)},
+        "/v1/responses": {"post": _openai_op("Responses", _RESPONSES_BODY)},
         "/v1/runs": {
             "post": _op(
                 "start a run (one agent turn)",
