@@ -357,6 +357,7 @@ def oneshot(
         text=True,
         env=env,
         timeout=60,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -387,7 +388,12 @@ def test_query_failures_exit_2_with_one_line_on_stderr(provider, tmp_path):
     env = {**os.environ, "TALARIA_HOME": str(tmp_path / "empty")}
     env.pop("TALARIA_MODEL", None)
     unconfigured = subprocess.run(
-        [TALARIA, "chat", "-q", "hello"], capture_output=True, text=True, env=env, timeout=60
+        [TALARIA, "chat", "-q", "hello"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     assert unconfigured.returncode == 2 and unconfigured.stdout == ""
     assert "no model configured" in unconfigured.stderr

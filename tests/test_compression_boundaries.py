@@ -68,22 +68,34 @@ def latest_user(history: list[Message]) -> int:
 
 
 @settings(max_examples=300, deadline=None)
-@given(turns_strategy, st.booleans(), st.integers(1, 3), st.integers(0, 8))
+@given(
+    turns_strategy,
+    st.booleans(),
+    st.integers(0, 3),
+    st.integers(0, 8),
+    st.integers(1, 2),
+    st.booleans(),
+)
 def test_every_cut_is_safe(
-    turns: list[tuple[list[int], bool]], pending: bool, head: int, last_n: int
+    turns: list[tuple[list[int], bool]],
+    pending: bool,
+    head: int,
+    last_n: int,
+    min_size: int,
+    keep_latest_user: bool,
 ) -> None:
     history = build_history(turns, pending)
-    window = choose_compression_window(history, head, last_n)
+    window = choose_compression_window(history, head, last_n, min_size, keep_latest_user)
     if window is None:
         return
     start, end = window
     assert head <= start < end <= len(history) - last_n
-    assert end - start >= 2
+    assert end - start >= min_size
     # tool results are never cut away from their call
     assert history[start]["role"] != "tool"
     assert history[end]["role"] != "tool"
-    # the latest user message survives (in the head or in the tail)
-    assert not start <= latest_user(history) < end
+    # the latest user message survives (in the head or in the tail) unless allowed to go
+    assert not (keep_latest_user and start <= latest_user(history) < end)
     spliced = splice(history, window)
     assert history_problems(spliced) == []
     assert spliced[:start] == history[:start]

@@ -216,11 +216,12 @@ async def test_an_empty_summary_also_falls_back(tmp_path: Path) -> None:
 
 
 async def test_no_progress_stops_retries_until_the_next_turn(tmp_path: Path) -> None:
-    """A summary as long as what it replaces gains nothing: don't loop on it this turn."""
+    """A summary as long as what it replaces gains nothing: don't loop on it this turn.
+    (Summaries are cut to about half the window, so this needs a small conversation.)"""
     bloated = "## Progress\n" + "everything happened " * 700
     model = ScriptedModel([text(bloated), text(SUMMARY)])
-    setup = Setup(tmp_path, model)
-    await setup.session.append(*conversation(6))
+    setup = Setup(tmp_path, model, **{"model.context_length": 1000})
+    await setup.session.append(*conversation(6, size=100))
     turn = object()
     await setup.engine.before_request(setup.rt, setup.session, turn)
     await setup.engine.before_request(setup.rt, setup.session, turn)

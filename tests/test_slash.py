@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from talaria import events as ev
+from talaria.cli.markdown_blocks import MarkdownBlocks
+from talaria.cli.model_choice import ModelChoice, model_choices, pick, split_model_ref
 from talaria.cli.prompts import QuestionBroker, parse_approval, parse_clarify
 from talaria.cli.render import (
-    MarkdownBlocks,
     Renderer,
     extract_diff,
     tidy,
@@ -23,9 +24,9 @@ from talaria.cli.render import (
 from talaria.cli.slash import (
     build_registry,
     parse_command,
-    parse_model_ref,
     split_last_exchange,
 )
+from talaria.config import Config
 from talaria.events import ApprovalRequested, RequestWithdrawn
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.tools.approval import ApprovalState
@@ -45,6 +46,9 @@ REQUIRED = {
     "retry",
     "undo",
     "quit",
+    "exit",
+    "clear",
+    "output",
 }
 
 
@@ -71,24 +75,37 @@ class Host:
         self.registry = build_registry()
         self.last_result: dict[str, Any] | None = None
         self.busy = False
-        self.forked: list[dict[str, Any]] | None = None
+        self.rewound: list[int] = []
         self.submitted: list[str] = []
         self.interrupted: list[str | None] = []
         self.switched: list[str | None] = []
-        self.models: list[tuple[str, str | None]] = []
+        self.models: list[ModelChoice] = []
+        self.config = Config.load(tmp_path / "home")
+        self.cleared = 0
         self.quitting = False
 
     def history(self) -> list[dict[str, Any]]:
-        return self.forked if self.forked is not None else self.agent.messages
+        return self.agent.messages
 
-    def fork(self, history: list[dict[str, Any]]) -> None:
-        self.forked = history
+    def rewind(self, keep: int) -> None:
+        self.rewound.append(keep)
+        del self.agent.messages[keep:]
 
     def switch_session(self, session_id: str | None) -> None:
         self.switched.append(session_id)
 
-    def switch_model(self, model: str, provider: str | None) -> None:
-        self.models.append((model, provider))
+    def switch_model(self, choice: ModelChoice) -> None:
+        self.models.append(choice)
+
+    def model_choices(self) -> list[ModelChoice]:
+        start = {"model": "qwen0.5", "base_url": "http://127.0.0.1:8080/v1"}
+        return model_choices(start, self.config)
+
+    def current_model(self) -> ModelChoice:
+        return self.models[-1] if self.models else self.model_choices()[0]
+
+    def clear_screen(self) -> None:
+        self.cleared += 1
 
     def model_label(self) -> str:
         return "custom:m"
@@ -192,33 +209,33 @@ def test_an_unknown_command_suggests_the_closest_one(typo, suggestion):
     ],
 )
 def test_model_refs_split_only_on_a_known_provider(ref, expected):
-    assert parse_model_ref(ref) == expected
+    assert split_model_ref(ref) == expected
 
 
 def test_the_last_exchange_starts_at_the_last_user_message():
-    history, text = split_last_exchange(EXCHANGE)  # type: ignore[misc]
+    keep, text = split_last_exchange(EXCHANGE)  # type: ignore[misc]
     assert text == "second question"
-    assert history == EXCHANGE[:2]
+    assert keep == 2
     assert split_last_exchange([]) is None
 
 
 # ---- commands ----------------------------------------------------------------------------
 
 
-def test_undo_forks_onto_the_history_before_the_last_exchange(tmp_path):
+def test_undo_rewinds_to_before_the_last_exchange(tmp_path):
     host = Host(tmp_path, list(EXCHANGE))
     output = host.run("/undo")
-    assert host.forked == EXCHANGE[:2]
+    assert host.rewound == [2]
     assert "second question" in output
     host.run("/undo")
-    assert host.forked == []
+    assert host.rewound == [2, 0]
     assert "nothing to undo" in host.run("/undo")
 
 
 def test_retry_resends_the_last_message_on_the_earlier_history(tmp_path):
     host = Host(tmp_path, list(EXCHANGE))
     host.run("/retry")
-    assert host.forked == EXCHANGE[:2]
+    assert host.rewound == [2]
     assert host.submitted == ["second question"]
 
 
@@ -271,11 +288,51 @@ def test_title_renames_the_current_session(tmp_path):
     assert info is not None and info.title is None
 
 
-def test_model_switches_with_or_without_a_provider(tmp_path):
+def test_model_switches_away_and_back_to_the_starting_endpoint(tmp_path):
     host = Host(tmp_path)
     host.run("/model anthropic:claude-x")
+    assert (host.models[-1].provider, host.models[-1].model) == ("anthropic", "claude-x")
+    assert host.models[-1].base_url is None
+    for ref in ("custom:qwen0.5", "qwen0.5", "start", "1"):
+        host.run(f"/model {ref}")
+        assert host.models[-1].base_url == "http://127.0.0.1:8080/v1", ref
+        assert host.models[-1].model == "qwen0.5"
     host.run("/model qwen2:7b")
-    assert host.models == [("claude-x", "anthropic"), ("qwen2:7b", None)]
+    assert (host.models[-1].model, host.models[-1].base_url) == (
+        "qwen2:7b",
+        "http://127.0.0.1:8080/v1",
+    )
+
+
+def test_model_choices_cover_main_fallbacks_and_named_providers(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(
+        "model: {default: gpt-4.1, provider: openai}\n"
+        "fallback_providers: [{provider: anthropic, model: claude-sonnet-4-5}]\n"
+        "providers: {box: {model: llama3, base_url: 'http://10.0.0.2:11434/v1'}}\n"
+    )
+    host = Host(tmp_path)
+    listing = host.run("/model")
+    for shown in (
+        "start",
+        "custom:qwen0.5",
+        "main",
+        "openai:gpt-4.1",
+        "fallback 1",
+        "anthropic:claude-sonnet-4-5",
+        "box",
+        "http://10.0.0.2:11434/v1",
+    ):
+        assert shown in listing, shown
+    host.run("/model box")
+    assert host.models[-1].base_url == "http://10.0.0.2:11434/v1"
+    host.run("/model claude-sonnet-4-5")
+    assert host.models[-1].provider == "anthropic"
+    host.run("/model custom:qwen0.5")
+    assert host.models[-1].base_url == "http://127.0.0.1:8080/v1"
+    choices = host.model_choices()
+    assert pick(choices, "2", choices[0]).name == "main"
 
 
 def test_usage_shows_the_session_totals(tmp_path):
@@ -286,7 +343,7 @@ def test_usage_shows_the_session_totals(tmp_path):
     )
     host.agent.session_id = "s1"
     output = host.run("/usage")
-    assert "1.5k in · 20 out · $0.25" in output
+    assert "1.5k in · 20 out · cost $0.25" in output
 
 
 def test_usage_shows_the_sessions_calls_by_model_as_talaria_usage_does(tmp_path):
@@ -426,12 +483,14 @@ def test_usage_footer():
         "estimated_cost_usd": 0.0021,
     }
     assert (
-        usage_footer(usage, 2, 3.44) == "1k in · 1.2k out · 80% cached · $0.0021 · 2 calls · 3.4s"
+        usage_footer(usage, 2, 3.44)
+        == "1k in · 1.2k out · 80% cached · cost $0.0021 · 2 calls · 3.4s"
     )
     assert (
         usage_footer({"estimated_cost_usd": None}, 1, 0.5)
-        == "0 in · 0 out · cost n/a · 1 call · 0.5s"
+        == "0 in · 0 out · cost unknown · 1 call · 0.5s"
     )
+    assert usage_footer({"estimated_cost_usd": 0.0}, 1, 0.5).endswith("cost $0.00 · 1 call · 0.5s")
 
 
 def test_tool_previews_name_what_the_call_does():

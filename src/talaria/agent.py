@@ -133,6 +133,7 @@ class Agent:
         conversation_history: list[dict[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
+        from talaria.loop.profile import ensure_profile
         from talaria.loop.turn import busy_result, result_dict, run_turn
         from talaria.store.base import SessionBusy
 
@@ -143,6 +144,7 @@ class Agent:
         try:
             self._interrupt.clear()
             runtime = self._ensure_runtime()
+            await ensure_profile(runtime, [tool.name for tool in self._user_tools])
             session = await self._ensure_session(runtime, system_message, conversation_history)
             task = task_id or runtime.new_id()
             try:
@@ -231,6 +233,22 @@ class Agent:
         if runtime.context_engine is None:
             raise ValueError("compression is turned off (compression.enabled: false)")
         return bool(self._run_sync(runtime.context_engine.compress(runtime, session, None, focus)))
+
+    def rewind(self, keep: int) -> None:
+        """Keep only the first `keep` messages of the current session, in memory and in the
+        store (undo, retry): a resumed session does not bring the dropped exchange back."""
+        session = self._session
+        if session is None:
+            ref = self._session_ref
+            if ref and self.store.get_session(ref) is not None:
+                self.store.truncate_messages(ref, keep)
+            return
+        self._run_sync(session.flush())
+        first_seq = max(0, session.next_seq - len(session.history))
+        if session.store is not None:
+            session.store.truncate_messages(session.id, first_seq + keep)
+        session.history = session.history[:keep]
+        session.next_seq = first_seq + len(session.history)
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run on the agent's own loop (it keeps connections alive across turns). From inside

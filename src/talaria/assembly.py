@@ -264,6 +264,7 @@ def _system_prompt(agent: Agent, runtime: Runtime) -> str:
             cwd=Path(agent.cwd),
             tool_names=list(runtime.tools),
             memory_snapshot=memory.snapshot() if memory is not None else "",
+            lean=runtime.profile == "lean",
         )
     )
 

@@ -40,6 +40,9 @@ DEFAULTS: dict[str, Any] = {
     },
     "compression": {"enabled": True, "threshold": 0.5, "protect_last_n": 20},
     "context": {"engine": "default"},
+    "prompt": {"profile": "auto", "lean_below": 16384},
+    "tools": {"text_calls": True},
+    "providers": {},
     "prompt_caching": {"enabled": True, "ttl": "5m"},
     "fallback_providers": [],
     "auxiliary": {},
@@ -181,6 +184,10 @@ class Config:
                     f"{self.path or 'config'}: {key} must be a positive number, got {limit!r}"
                 )
         self._validate_sandbox()
+        if self.get("prompt.profile") not in ("auto", "full", "lean"):
+            raise ConfigError(
+                f"{self.path or 'config'}: prompt.profile must be 'auto', 'full' or 'lean'"
+            )
         if not isinstance(self.get("fallback_providers", []), list):
             raise ConfigError(f"{self.path or 'config'}: fallback_providers must be a list")
 

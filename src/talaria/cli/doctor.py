@@ -109,17 +109,71 @@ def _model_checks(config: Any) -> tuple[list[Check], bool]:
         )
     except (ProviderError, ValueError) as exc:
         return [Check("model", BAD, f"{model}: {exc}")], False
-    checks = [
-        Check("model", OK, f"{spec.label} ({spec.api_mode})"),
-        Check("key", OK, _mask(spec.api_key)),
-    ]
+    from talaria.providers.resolve import LOCAL_KEY
+
+    key = (
+        Check("key", NONE, "not needed (local endpoint)")
+        if spec.api_key == LOCAL_KEY
+        else Check("key", OK, _mask(spec.api_key))
+    )
+    checks = [Check("model", OK, f"{spec.label} ({spec.api_mode})"), key]
     endpoint = probe_endpoint(spec.base_url, spec.api_key, spec.api_mode)
     fallbacks = config.get("fallback_providers", [])
     labels = ", ".join(
         f"{f.get('provider', '?')}:{f.get('model', '?')}" for f in fallbacks if isinstance(f, dict)
     )
     checks += [endpoint, Check("fallbacks", OK if fallbacks else NONE, labels or "none")]
+    checks.append(prompt_check(config, _served_window(spec) if endpoint.mark == OK else None))
     return checks, endpoint.mark == OK
+
+
+def _served_window(spec: Any) -> int | None:
+    """The window a local server really serves (None elsewhere: the table decides)."""
+    import asyncio
+
+    from talaria.providers.models import fetch_endpoint_context_length
+    from talaria.providers.resolve import is_loopback
+
+    if not is_loopback(spec.base_url):
+        return None
+    probe = fetch_endpoint_context_length(spec.base_url, spec.api_key, spec.model, spec.api_mode)
+    return asyncio.run(probe)
+
+
+def prompt_check(config: Any, window: int | None) -> Check:
+    """How big the first request's fixed part is in each profile, and which one applies."""
+    from talaria.cli.render import format_tokens
+    from talaria.prompt.profile import LEAN_BELOW, choose_profile
+
+    sizes = {profile: _prompt_size(config, profile == "lean") for profile in ("full", "lean")}
+    setting = str(config.get("prompt.profile", "auto"))
+    lean_below = int(config.get("prompt.lean_below", LEAN_BELOW))
+    chosen = choose_profile(setting, window, lean_below)
+    served = f"window {format_tokens(window)} · " if window else ""
+    detail = " · ".join(
+        f"{name} ~{format_tokens(tokens)} tokens ({tools} tools)"
+        for name, (tokens, tools) in sizes.items()
+    )
+    rule = f"auto: lean below {format_tokens(lean_below)}" if setting == "auto" else setting
+    return Check("prompt", OK, f"{served}{chosen} ({rule}) · {detail}")
+
+
+def _prompt_size(config: Any, lean: bool) -> tuple[int, int]:
+    """Estimated tokens of the system prompt plus tool schemas, and the number of tools."""
+    from talaria.context.tokens import estimate_text_tokens, estimate_tokens
+    from talaria.prompt.builder import PromptInputs, build_system_prompt
+    from talaria.prompt.profile import LEAN_TOOLS, lean_schema
+    from talaria.tools.catalog import Capabilities, select_tools
+
+    caps = Capabilities(True, bool(config.get("memory.enabled", True)), True)
+    tools = [t for t in select_tools(None, caps) if not lean or t.name in LEAN_TOOLS]
+    schemas = [lean_schema(t.schema()) if lean else t.schema() for t in tools]
+    prompt = build_system_prompt(
+        PromptInputs(
+            home=config.home, cwd=Path.cwd(), tool_names=[t.name for t in tools], lean=lean
+        )
+    )
+    return estimate_text_tokens(prompt) + estimate_tokens([], schemas), len(tools)
 
 
 def _environment_checks() -> list[Check]:

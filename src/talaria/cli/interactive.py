@@ -28,8 +28,8 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
-from talaria.cli.options import agent_kwargs, resume_ref
-from talaria.cli.prompts import QuestionBroker
+from talaria.cli.options import agent_kwargs
+from talaria.cli.prompts import QuestionBroker, bind_single_keys
 from talaria.cli.slash import (
     SlashCompleter,
     SlashRegistry,
@@ -40,7 +40,9 @@ from talaria.cli.slash import (
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
+    from talaria.cli.model_choice import ModelChoice
     from talaria.cli.render import Renderer
+    from talaria.cli.session_setup import ResumePlan
     from talaria.tools.base import Tool
 
 log = logging.getLogger("talaria.cli")
@@ -68,14 +70,21 @@ def run_interactive(args: argparse.Namespace) -> int:
         print(f"talaria: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAILURE
     quiet_logging(config.home)
+    from talaria.cli.session_setup import plan_resume
+    from talaria.store.base import StoreError
+
+    try:
+        plan = plan_resume(args)
+    except StoreError as exc:
+        print(f"talaria: {exc}", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
     if not (args.model or config.get("model.default")):
         from talaria.cli.first_run import ensure_model
 
         if not ensure_model(args, config):
             return EXIT_AGENT_FAILURE
     chat = Chat(args, config.home)
-    if not chat.resume_from_args():
-        return EXIT_AGENT_FAILURE
+    chat.resume(plan)
     return chat.run()
 
 
@@ -109,8 +118,9 @@ class Chat:
             show=self._show_question, wake=self._invalidate, respond=self._respond
         )
         self.renderer: Renderer
-        self._model_overrides: dict[str, Any] = {}
-        self._pending_history: list[dict[str, Any]] | None = None
+        self._choice: ModelChoice | None = None
+        """The endpoint /model switched to (None: the one the chat started with)."""
+        self._resume_notes: list[str] = []
         self._jobs: queue.Queue[tuple[Job, bool] | None] = queue.Queue()
         """(job, visible): visible jobs are what the user asked for; the rest is warm-up."""
         self._busy = threading.Event()
@@ -128,7 +138,8 @@ class Chat:
         from talaria.agent import Agent
 
         kwargs = agent_kwargs(self.args)
-        kwargs.update(self._model_overrides)
+        if self._choice is not None:
+            kwargs.update(self._choice.agent_kwargs())
         agent = Agent(session_id=session_id, event_callback=self._on_event, **kwargs)
         agent.subscribe(self.broker.on_event, answers=("approval", "clarify"))
         return agent
@@ -136,19 +147,12 @@ class Chat:
     def _respond(self, request_id: str, answer: str) -> bool:
         return self.agent.respond(request_id, answer)
 
-    def resume_from_args(self) -> bool:
-        """Point the agent at the session --resume/--continue names (False: none matches)."""
-        ref = resume_ref(self.args)
-        if not ref:
-            return True
-        from talaria.store.base import StoreError
-
-        try:
-            self.agent.session_id = self.agent.store.resolve(ref)
-        except StoreError as exc:
-            print(f"talaria: {exc}", file=sys.stderr)
-            return False
-        return True
+    def resume(self, plan: ResumePlan) -> None:
+        """Point the agent at the session --resume/--continue resolved to (its setup is
+        already in the options)."""
+        if plan.session_id is not None:
+            self.agent.session_id = plan.session_id
+        self._resume_notes = plan.notes
 
     def _on_event(self, event: Any) -> None:
         self.renderer(event)
@@ -226,6 +230,7 @@ class Chat:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
+        bind_single_keys(bindings, self.broker, lambda chosen: self.renderer.note(f"  → {chosen}"))
         return bindings
 
     def _message(self) -> FormattedText:
@@ -290,6 +295,8 @@ class Chat:
         self.renderer.note(f"talaria {__version__} · {label}", "bold")
         if problem:
             self.renderer.note(f"! {problem}", "yellow", wrap=True)
+        for note in self._resume_notes:
+            self.renderer.note(f"· {note}", "yellow", wrap=True)
         self.renderer.note(
             "/help for commands · Esc Enter: new line · Ctrl+C: interrupt · Ctrl+D: exit"
         )
@@ -368,32 +375,34 @@ class Chat:
             )
 
     def _turn(self, text: str) -> None:
+        from talaria.cli.session_setup import current_setup, record_setup
         from talaria.config import ConfigError
         from talaria.providers.errors import ProviderError
         from talaria.store.base import StoreError
 
-        history, self._pending_history = self._pending_history, None
         self.renderer.echo_user(text)
         self.renderer.begin_turn()
         started = time.monotonic()
         try:
-            result = self.agent.run_conversation(text, conversation_history=history)
+            result = self.agent.run_conversation(text)
         except (ConfigError, ProviderError, StoreError, ValueError) as exc:
-            self._pending_history = history
             self.renderer.abort_turn()
             self.renderer.error(getattr(exc, "message", None) or str(exc))
             return
         self.last_result = result
         self.agent.session_id = result["session_id"]
         self.renderer.end_turn(result, time.monotonic() - started)
+        overrides = self._choice.agent_kwargs() if self._choice else None
+        setup = current_setup(self.args, self.agent.config, overrides)
+        record_setup(self.agent.store, result["session_id"], setup)
 
     def _refresh_titles(self) -> None:
         sessions = self.agent.store.list_sessions(limit=50)
         self._titles = [(info.title or "", info.id) for info in sessions]
 
     def _recap(self, session_id: str) -> None:
-        """What a resumed session was about: its title and its last exchange."""
-        from talaria.cli.render import clip, terminal_width
+        """What a resumed session was about: its title and its last exchange (the answer
+        rendered as markdown, as it was shown the first time)."""
         from talaria.store.base import content_text
 
         store = self.agent.store
@@ -404,16 +413,12 @@ class Chat:
         self.renderer.note(f"· resumed {label} · {info.message_count} messages", "green")
         messages = store.load_messages(session_id)
         start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
-        width = terminal_width() - 4
         for message in messages[start:]:
             text = content_text(message.get("content")).strip()
             if message.get("role") == "user":
                 self.renderer.echo_user(text)
             elif message.get("role") == "assistant" and text:
-                lines = text.splitlines()
-                shown = "\n".join(clip(line, width) for line in lines[:8])
-                more = f"\n… {len(lines) - 8} more lines" if len(lines) > 8 else ""
-                self.renderer.note(shown + more, "", wrap=True)
+                self.renderer.markdown(text)
 
     # ---- CommandHost --------------------------------------------------------------------
 
@@ -422,27 +427,40 @@ class Chat:
         return self._busy.is_set() or self._waiting > 0
 
     def history(self) -> list[dict[str, Any]]:
-        if self._pending_history is not None:
-            return list(self._pending_history)
-        return self.agent.messages
+        """The session's messages, also before the first turn of a resumed session."""
+        if self.agent.messages:
+            return self.agent.messages
+        session_id = self.agent.session_id
+        if session_id and self.agent.store.get_session(session_id) is not None:
+            return self.agent.store.load_messages(session_id)
+        return []
 
-    def fork(self, history: list[dict[str, Any]]) -> None:
-        self.agent.new_session()
-        self._pending_history = list(history)
+    def rewind(self, keep: int) -> None:
+        self.agent.rewind(keep)
 
     def switch_session(self, session_id: str | None) -> None:
         self.agent.new_session()
-        self._pending_history = None
         if session_id is not None:
             self.agent.session_id = session_id
             self._recap(session_id)
 
-    def switch_model(self, model: str, provider: str | None) -> None:
-        self._model_overrides["model"] = model
-        if provider is not None:
-            self._model_overrides.update(
-                provider=provider, base_url=None, api_key=None, api_mode=None
-            )
+    def model_choices(self) -> list[ModelChoice]:
+        from talaria.cli.model_choice import model_choices
+
+        return model_choices(agent_kwargs(self.args), self.agent.config)
+
+    def current_model(self) -> ModelChoice:
+        if self._choice is not None:
+            return self._choice
+        choices = self.model_choices()
+        if choices:
+            return choices[0]
+        from talaria.cli.model_choice import ModelChoice
+
+        return ModelChoice("start", str(self.args.model or ""))
+
+    def switch_model(self, choice: ModelChoice) -> None:
+        self._choice = choice
         old = self.agent
         old.close()
         self.last_result = None
@@ -451,29 +469,26 @@ class Chat:
         self.agent.approvals.session_grants |= old.approvals.session_grants
 
     def model_label(self) -> str:
-        return self._model_spec()[0]
+        label, problem = self._model_spec()
+        return f"{label} (! {problem})" if problem else label
 
     def _model_spec(self) -> tuple[str, str | None]:
         """`provider:model · base URL` as configured (or as the last turn really used), and
         what stops it from working, if something visibly does (a missing key, ...)."""
         if self.last_result and self.last_result.get("model"):
             return f"{self.last_result['provider']}:{self.last_result['model']}", None
+        from talaria.cli.options import configured_spec
         from talaria.providers.errors import ProviderError
-        from talaria.providers.factory import resolve_spec
 
         config = self.agent.config
-        args = {**agent_kwargs(self.args), **self._model_overrides}
-        model = args["model"] or config.get("model.default")
+        args = {**agent_kwargs(self.args), **(self._choice.agent_kwargs() if self._choice else {})}
         try:
-            spec = resolve_spec(
-                model=model,
-                provider=args["provider"] or config.get("model.provider"),
-                base_url=args["base_url"] or config.get("model.base_url"),
-                api_key=args["api_key"] or config.get("model.api_key"),
-                api_mode=args["api_mode"] or config.get("model.api_mode"),
-            )
+            spec = configured_spec(args, config)
         except (ProviderError, ValueError) as exc:
-            return str(model), getattr(exc, "message", None) or str(exc)
+            model = args["model"] or config.get("model.default")
+            named = args["provider"] or config.get("model.provider")
+            label = f"{named}:{model}" if named else str(model)
+            return label, getattr(exc, "message", None) or str(exc)
         return f"{spec.label} · {spec.base_url}", None
 
     def tools(self) -> dict[str, Tool]:
@@ -499,6 +514,9 @@ class Chat:
     def toggle_reasoning(self) -> bool:
         self.renderer.show_reasoning = not self.renderer.show_reasoning
         return self.renderer.show_reasoning
+
+    def clear_screen(self) -> None:
+        self.renderer.write("\x1b[H\x1b[2J\x1b[3J")
 
     def quit(self) -> None:
         self._quitting = True

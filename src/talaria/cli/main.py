@@ -12,6 +12,22 @@ from collections.abc import Callable, Sequence
 from talaria import __version__
 
 EXIT_OK, EXIT_CRASH, EXIT_AGENT_FAILURE = 0, 1, 2
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+
+EXIT_CODES_HELP = """\
+one shot:
+  talaria -p "question"            print the answer and exit (also -q, or under `chat`)
+  git diff | talaria -p "review"   piped stdin is appended to the prompt as context
+  echo "question" | talaria        piped stdin alone is the prompt
+  --output-format text|json|stream-json   (--json = --output-format json)
+
+exit codes:
+  0    the agent answered
+  1    talaria itself crashed
+  2    the agent failed, or bad input (unknown session, bad config, no prompt)
+  130  interrupted (SIGINT, Ctrl+C)
+  143  terminated (SIGTERM)
+"""
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -37,17 +53,41 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         "(default: sandbox.mode, workspace-write)",
     )
     group.add_argument("--no-stream", action="store_true", help="do not stream the answer")
+    group.add_argument(
+        "--lean",
+        action="store_true",
+        help="lean prompt for small context windows: short system prompt, fewer and shorter "
+        "tool schemas (automatic below prompt.lean_below tokens)",
+    )
     group.add_argument("--home", help="data directory (default $TALARIA_HOME or ~/.talaria)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="talaria", description="A Python agent runtime.")
-    parser.add_argument("--version", action="version", version=f"talaria {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    chat = commands.add_parser("chat", help="talk to the agent (interactive, or -q one shot)")
-    chat.add_argument("-q", "--query", help="one question; print the answer and exit")
-    chat.add_argument("--json", action="store_true", help="with -q: print the result as JSON")
+def _add_chat_options(chat: argparse.ArgumentParser) -> None:
+    chat.add_argument(
+        "-p",
+        "-q",
+        "--print",
+        "--query",
+        dest="query",
+        nargs="?",
+        const="",
+        metavar="PROMPT",
+        help="one shot: answer PROMPT (plus piped stdin) and exit",
+    )
+    chat.add_argument(
+        "--output-format",
+        dest="output_format",
+        choices=["text", "json", "stream-json"],
+        default="text",
+        help="one shot: the answer as text, one JSON result, or JSON events one per line",
+    )
+    chat.add_argument(
+        "--json",
+        dest="output_format",
+        action="store_const",
+        const="json",
+        help="the same as --output-format json",
+    )
     chat.add_argument("-r", "--resume", metavar="ID|TITLE|latest", help="resume a session")
     chat.add_argument(
         "-c",
@@ -57,6 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="resume the most recent session",
     )
     _add_model_options(chat)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="talaria",
+        description="A Python agent runtime.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"talaria {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    chat = commands.add_parser(
+        "chat",
+        help="talk to the agent (interactive, or -p one shot)",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_chat_options(chat)
 
     sessions = commands.add_parser("sessions", help="list, show, export, rename, delete sessions")
     sessions.add_argument("action", choices=["list", "show", "export", "rename", "delete"])
@@ -99,6 +158,8 @@ def _since(text: str) -> float | None:
 
 
 def _run_chat(args: argparse.Namespace) -> int:
+    if args.query is None and not sys.stdin.isatty():
+        args.query = ""  # `echo question | talaria`: the piped text is the prompt
     if args.query is not None:
         from talaria.cli.oneshot import run_oneshot
 
@@ -155,16 +216,19 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+_TOP_LEVEL = frozenset({"-h", "--help", "--version"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args = parser.parse_args(["chat", *(argv or sys.argv[1:])])
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words or (words[0] not in COMMANDS and words[0] not in _TOP_LEVEL):
+        words = ["chat", *words]  # `talaria -p "..."`, `talaria -m model`: chat options
+    args = build_parser().parse_args(words)
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
-        return 130
+        return EXIT_SIGINT
 
 
 if __name__ == "__main__":

@@ -1,64 +1,147 @@
-"""`talaria chat -q`: one question, the answer on stdout, progress on stderr.
+"""`talaria -p "..."` (also `-q`, or under `chat`): one question, the answer on stdout.
 
-Exit codes: 0 the agent answered; 2 the agent failed (the reason is one line on stderr);
-1 talaria itself crashed.
+Piped stdin is appended to the prompt as context (`git diff | talaria -p "review this"`).
+`--output-format text` streams the answer when stdout is a terminal and prints it whole
+otherwise; `json` prints the result dict; `stream-json` prints every event as a JSON line and
+a final `result` line. Progress goes to stderr. Exit codes: 0 the agent answered; 2 the agent
+failed or the input was bad (the reason is one line on stderr); 1 talaria itself crashed;
+130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
-from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_CRASH, EXIT_OK
-from talaria.cli.options import agent_kwargs, resume_ref
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_CRASH, EXIT_OK, EXIT_SIGINT
+from talaria.cli.options import agent_kwargs
+from talaria.cli.stream_json import JsonLines, result_record
+
+STDIN_LIMIT = 2_000_000
+"""Characters of piped input taken (more would not fit any model's window anyway)."""
+
+
+class InputError(ValueError):
+    """The command line or stdin gives nothing to ask."""
+
+
+def compose_prompt(query: str, stdin: TextIO) -> str:
+    """The prompt, with piped stdin appended as context (stdin alone when no prompt)."""
+    piped = "" if stdin.isatty() else stdin.read(STDIN_LIMIT)
+    if not piped.strip():
+        if not query.strip():
+            raise InputError('no prompt: pass one (talaria -p "...") or pipe text into talaria')
+        return query
+    if not query.strip():
+        return piped.strip("\n")
+    return f"{query}\n\n<stdin>\n{piped.strip(chr(10))}\n</stdin>"
 
 
 def run_oneshot(args: argparse.Namespace) -> int:
-    from talaria.agent import Agent
     from talaria.config import ConfigError
     from talaria.providers.errors import ProviderError
-    from talaria.store.base import AmbiguousSession, SessionNotFound
+    from talaria.store.base import StoreError
 
-    progress = _StderrProgress() if sys.stderr.isatty() and not args.json else None
+    output = Output(args.output_format)
     try:
-        agent = Agent(
-            session_id=resume_ref(args),
-            tool_progress_callback=progress.tool if progress else None,
-            **agent_kwargs(args),
-        )
-        with agent:
-            result = agent.run_conversation(user_message=args.query)
-    except (ConfigError, ProviderError, SessionNotFound, AmbiguousSession, ValueError) as exc:
-        print(f"talaria: {exc}", file=sys.stderr)
-        return EXIT_AGENT_FAILURE
+        prompt = compose_prompt(args.query or "", sys.stdin)
+        result = _ask(args, prompt, output)
+    except (ConfigError, ProviderError, StoreError, ValueError) as exc:
+        return output.failure(str(getattr(exc, "message", None) or exc), EXIT_AGENT_FAILURE)
     except KeyboardInterrupt:
-        print("talaria: interrupted", file=sys.stderr)
-        return EXIT_AGENT_FAILURE
+        return output.failure("interrupted", EXIT_SIGINT)
     except Exception as exc:
         if os.environ.get("TALARIA_DEBUG"):
             raise
-        print(f"talaria: crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_CRASH
-    return _report(result, as_json=args.json)
+        return output.failure(f"crashed: {type(exc).__name__}: {exc}", EXIT_CRASH)
+    return output.report(result)
 
 
-def _report(result: dict[str, Any], *, as_json: bool) -> int:
-    ok = result["completed"] or result["turn_exit_reason"] == "max_iterations_reached"
-    if as_json:
-        print(json.dumps(result, ensure_ascii=False, default=str))
-    elif result.get("final_response"):
-        print(result["final_response"])
-    if not ok:
-        reason = result.get("error") or result["turn_exit_reason"]
-        print(f"talaria: {' '.join(str(reason).split())}", file=sys.stderr)
-        return EXIT_AGENT_FAILURE
-    return EXIT_OK
+def _ask(args: argparse.Namespace, prompt: str, output: Output) -> dict[str, Any]:
+    from talaria.agent import Agent
+    from talaria.cli.session_setup import current_setup, plan_resume, record_setup
+
+    plan = plan_resume(args)
+    for note in plan.notes:
+        output.progress(note)
+    agent = Agent(session_id=plan.session_id, **output.callbacks(), **agent_kwargs(args))
+    with agent:
+        result = agent.run_conversation(user_message=prompt)
+        record_setup(agent.store, result["session_id"], current_setup(args, agent.config))
+    return result
 
 
-class _StderrProgress:
-    def tool(self, event: Any) -> None:
+class Output:
+    """Where the answer, the progress and the events go, per --output-format."""
+
+    def __init__(self, output_format: str) -> None:
+        self.format = output_format
+        self.lines = JsonLines(sys.stdout) if output_format == "stream-json" else None
+        self.streaming = output_format == "text" and sys.stdout.isatty()
+        self.streamed = ""
+        self.show_progress = output_format == "text" and sys.stderr.isatty()
+
+    def callbacks(self) -> dict[str, Any]:
+        callbacks: dict[str, Any] = {}
+        if self.lines is not None:
+            callbacks["event_callback"] = self.lines.event
+        if self.streaming:
+            callbacks["stream_delta_callback"] = self._delta
+        if self.show_progress:
+            callbacks["tool_progress_callback"] = self._tool
+        return callbacks
+
+    def _delta(self, text: str) -> None:
+        self.streamed += text
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def _tool(self, event: Any) -> None:
         if getattr(event, "phase", "") == "start":
-            print(f"  ⚙ {event.name}", file=sys.stderr, flush=True)
+            if self.streamed and not self.streamed.endswith("\n"):
+                self._delta("\n")
+            self.progress(f"  ⚙ {event.name}")
+
+    def progress(self, message: str) -> None:
+        print(f"talaria: {message}" if not message.startswith(" ") else message, file=sys.stderr)
+
+    def report(self, result: dict[str, Any]) -> int:
+        ok = result["completed"] or result["turn_exit_reason"] == "max_iterations_reached"
+        code = EXIT_OK if ok else EXIT_SIGINT if result.get("interrupted") else EXIT_AGENT_FAILURE
+        if self.lines is not None:
+            self.lines.write(result_record(result, code))
+        elif self.format == "json":
+            import json
+
+            print(json.dumps(result, ensure_ascii=False, default=str))
+        else:
+            self._answer(result.get("final_response") or "")
+        if not ok:
+            reason = result.get("error") or result["turn_exit_reason"]
+            print(f"talaria: {' '.join(str(reason).split())}", file=sys.stderr)
+        return code
+
+    def _answer(self, text: str) -> None:
+        if self.streaming and self.streamed:
+            if not text or self.streamed.rstrip().endswith(text.rstrip()):
+                if not self.streamed.endswith("\n"):
+                    sys.stdout.write("\n")
+                return
+            sys.stdout.write("\n")  # the answer differs from what streamed: print it whole
+        if text:
+            print(text)
+
+    def failure(self, message: str, code: int) -> int:
+        """One line on stderr; for the JSON formats also a result object on stdout."""
+        print(f"talaria: {' '.join(message.split())}", file=sys.stderr)
+        if self.format != "text":
+            import json
+
+            failed = {"completed": False, "failed": True, "turn_exit_reason": "error"}
+            record = result_record({**failed, "error": message}, code)
+            if self.format == "json":
+                record.pop("type")
+            print(json.dumps(record, ensure_ascii=False, default=str), flush=True)
+        return code

@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from talaria.providers.factory import ProviderSpec
 
 
 def agent_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if getattr(args, "yolo", False):
         config["approvals.mode"] = "off"
+    if getattr(args, "lean", False):
+        config["prompt.profile"] = "lean"
     if getattr(args, "sandbox", None):
         config["sandbox.mode"] = args.sandbox
     toolsets = None
     if getattr(args, "toolsets", None) is not None:
         toolsets = [name.strip() for name in args.toolsets.split(",") if name.strip()]
     return {
-        "model": args.model,
-        "provider": args.provider,
-        "base_url": args.base_url,
-        "api_key": args.api_key,
-        "api_mode": args.api_mode,
+        "model": getattr(args, "model", None),
+        "provider": getattr(args, "provider", None),
+        "base_url": getattr(args, "base_url", None),
+        "api_key": getattr(args, "api_key", None),
+        "api_mode": getattr(args, "api_mode", None),
         "toolsets": toolsets,
-        "max_iterations": args.max_turns,
-        "home": args.home,
+        "max_iterations": getattr(args, "max_turns", None),
+        "home": getattr(args, "home", None),
         "stream": False if getattr(args, "no_stream", False) else None,
         "config": config,
         "source": "cli",
@@ -34,3 +39,17 @@ def resume_ref(args: argparse.Namespace) -> str | None:
     if getattr(args, "continue_last", False):
         return "latest"
     return getattr(args, "resume", None)
+
+
+def configured_spec(kwargs: dict[str, Any], config: Any) -> ProviderSpec:
+    """The endpoint Agent(**kwargs) would resolve to, arguments over config (raises
+    `ProviderError` or `ValueError` when it cannot be resolved)."""
+    from talaria.providers.factory import resolve_spec
+
+    return resolve_spec(
+        model=kwargs.get("model") or config.get("model.default"),
+        provider=kwargs.get("provider") or config.get("model.provider"),
+        base_url=kwargs.get("base_url") or config.get("model.base_url"),
+        api_key=kwargs.get("api_key") or config.get("model.api_key"),
+        api_mode=kwargs.get("api_mode") or config.get("model.api_mode"),
+    )

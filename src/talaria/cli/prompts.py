@@ -13,9 +13,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria import events as ev
+
+if TYPE_CHECKING:
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 APPROVAL_ANSWERS: dict[str, str] = {
     "o": "once",
@@ -35,7 +38,9 @@ APPROVAL_ANSWERS: dict[str, str] = {
     "no": "deny",
     "4": "deny",
 }
-APPROVAL_LABEL = "allow? [o]nce [s]ession [a]lways [d]eny › "
+APPROVAL_LABEL = "allow? [o]nce [s]ession [a]lways [d]eny (one key) › "
+SINGLE_KEYS = tuple(key for key in APPROVAL_ANSWERS if len(key) == 1)
+"""Keys that answer an approval at once, without Enter (o s a d, y n, 1-4)."""
 CLARIFY_LABEL = "answer › "
 
 
@@ -78,6 +83,8 @@ class Question:
     label: str
     parse: Callable[[str], str | None]
     on_cancel: str
+    single_key: bool = False
+    """A single key press answers it (approvals); otherwise a line does (clarify)."""
 
 
 class QuestionBroker:
@@ -102,7 +109,9 @@ class QuestionBroker:
     def on_event(self, event: Any) -> None:
         """The agent's event listener (called on the agent's thread)."""
         if isinstance(event, ev.ApprovalRequested):
-            question = Question(event.request_id, APPROVAL_LABEL, parse_approval, "deny")
+            question = Question(
+                event.request_id, APPROVAL_LABEL, parse_approval, "deny", single_key=True
+            )
             self._enqueue(question, approval_text(event), "yellow")
         elif isinstance(event, ev.ClarifyRequested):
             choices = event.choices
@@ -131,6 +140,10 @@ class QuestionBroker:
         self._respond(question.request_id, value)
         self._wake()
         return value
+
+    def takes_single_key(self) -> bool:
+        question = self.pending()
+        return question is not None and question.single_key
 
     def cancel(self) -> None:
         """Deny (or leave unanswered) everything pending."""
@@ -179,3 +192,24 @@ WITHDRAWN_REASONS = {
     "interrupted": "the turn was interrupted",
     "turn_ended": "the turn ended",
 }
+
+
+def bind_single_keys(
+    bindings: KeyBindings, broker: QuestionBroker, answered: Callable[[str], None]
+) -> None:
+    """An approval is answered by one key press (o, s, a, d, ...), no Enter needed; a key
+    typed into a non-empty line, or while no approval waits, is just text."""
+    from prompt_toolkit.application import get_app
+    from prompt_toolkit.filters import Condition
+
+    @Condition
+    def answering() -> bool:
+        return broker.takes_single_key() and not get_app().current_buffer.text
+
+    def answer(event: KeyPressEvent) -> None:
+        chosen = broker.answer(event.data)
+        if chosen is not None:
+            answered(chosen)
+
+    for key in SINGLE_KEYS:
+        bindings.add(key, filter=answering)(answer)

@@ -22,9 +22,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from talaria import events as ev
+from talaria.cli.markdown_blocks import MarkdownBlocks
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MAX_DIFF_LINES = 40
+OUTPUT_PREVIEW_LINES = 3
+"""Lines of a tool's output shown under its line (all of it with /output)."""
+KEPT_OUTPUTS = 50
 MAX_WRITE_PREVIEW_BYTES = 1_000_000
 
 _PREVIEW_KEYS: dict[str, tuple[str, ...]] = {
@@ -73,8 +77,9 @@ def format_tokens(count: int) -> str:
 
 
 def format_cost(cost: float | None) -> str:
+    """The one way a cost is shown: "unknown" when no price is known, "$0.00" when free."""
     if cost is None:
-        return "cost n/a"
+        return "unknown"
     return f"${cost:.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
 
 
@@ -88,7 +93,7 @@ def usage_summary(usage: dict[str, Any]) -> str:
     ]
     if read:
         parts.append(f"{round(100 * read / prompt)}% cached")
-    parts.append(format_cost(usage.get("estimated_cost_usd", 0.0)))
+    parts.append(f"cost {format_cost(usage.get('estimated_cost_usd'))}")
     return " · ".join(parts)
 
 
@@ -113,60 +118,6 @@ def file_diff(path: str, old: str | None, new: str) -> str:
         old_lines, new.splitlines(), fromfile=f"a/{path}", tofile=f"b/{path}", lineterm="", n=2
     )
     return "\n".join(diff)
-
-
-class MarkdownBlocks:
-    """Cuts streamed markdown into blocks that can be rendered on their own.
-
-    A block ends at a blank line outside a code fence, or at the fence that closes a code block;
-    rendering whole blocks keeps lists, tables and code intact while the answer streams.
-    """
-
-    def __init__(self) -> None:
-        self._done: list[str] = []
-        self._partial = ""
-        self._fence: str | None = None
-
-    def feed(self, text: str) -> list[str]:
-        self._partial += text
-        blocks: list[str] = []
-        while "\n" in self._partial:
-            line, self._partial = self._partial.split("\n", 1)
-            blocks.extend(self._line(line))
-        return blocks
-
-    def _line(self, line: str) -> list[str]:
-        marker = line.strip()[:3]
-        if self._fence is None and marker in ("```", "~~~"):
-            complete = self._cut()
-            self._fence = marker
-            self._done.append(line)
-            return complete
-        self._done.append(line)
-        if self._fence is not None:
-            if marker == self._fence and len(self._done) > 1:
-                self._fence = None
-                return self._cut()
-            return []
-        return self._cut() if not line.strip() else []
-
-    def _cut(self) -> list[str]:
-        block = "\n".join(self._done).strip("\n")
-        self._done = []
-        return [block] if block.strip() else []
-
-    @property
-    def partial_line(self) -> str:
-        return self._partial
-
-    def rest(self) -> str:
-        """Everything not yet returned (the end of the answer)."""
-        if self._partial:
-            self._done.append(self._partial)
-            self._partial = ""
-        self._fence = None
-        cut = self._cut()
-        return cut[0] if cut else ""
 
 
 _STYLES = {
@@ -259,6 +210,14 @@ def _diff_style(line: str) -> str:
     return "dim"
 
 
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A finished tool's output, kept for /output."""
+
+    title: str
+    text: str
+
+
 @dataclass
 class _RunningTool:
     name: str
@@ -296,6 +255,7 @@ class Renderer:
         self.show_reasoning = show_reasoning
         self.clock = clock
         self.queued = 0
+        self.tool_outputs: list[ToolOutput] = []
         self._lock = threading.RLock()
         self._md = MarkdownBlocks()
         self._reasoning = ""
@@ -495,6 +455,10 @@ class Renderer:
         preview = tool.preview if tool else ""
         mark, style = ("✗", "red") if event.is_error else ("✓", "green")
         self._tool_line(mark, style, event.name, preview, event.duration_s)
+        self.tool_outputs = [
+            *self.tool_outputs[-(KEPT_OUTPUTS - 1) :],
+            ToolOutput(f"{event.name} {preview}".strip(), event.result),
+        ]
         if event.is_error:
             first = next((line for line in event.result.splitlines() if line.strip()), "")
             self.note(f"    └ {clip(first.strip(), terminal_width() - 8)}", "dim red")
@@ -504,8 +468,21 @@ class Renderer:
                 self.write(self.paint.diff(diff))
         elif event.name == "write_file" and tool is not None:
             self._write_file_diff(tool)
+        else:
+            self._output_preview(event.result)
         if not self._view.running:
             self._set_state("thinking")
+
+    def _output_preview(self, result: str) -> None:
+        """The first lines of a tool's output under its line; /output shows all of it."""
+        lines = [line for line in result.splitlines() if line.strip()]
+        if not lines:
+            return
+        width = terminal_width() - 8
+        shown = [f"    │ {clip(line, width)}" for line in lines[:OUTPUT_PREVIEW_LINES]]
+        if len(lines) > OUTPUT_PREVIEW_LINES:
+            shown.append(f"    … {len(lines) - OUTPUT_PREVIEW_LINES} more lines (/output)")
+        self.write(self.paint.style("\n".join(shown), "dim"))
 
     def _tool_line(self, mark: str, style: str, name: str, preview: str, seconds: float) -> None:
         duration = f" {seconds:.1f}s"

@@ -139,19 +139,26 @@ def session_header(info: SessionInfo) -> str:
 # ---- the command ------------------------------------------------------------------------
 
 
-def open_store(home: str | None) -> SessionStore:
+def existing_store(home: str | Path | None) -> SessionStore | None:
+    """The session store of `home`, or None when no session was ever saved there (reading
+    sessions must not create the database)."""
     from talaria.config import default_home
     from talaria.store.sqlite import SQLiteSessionStore
 
-    path = Path(home).expanduser() if home else default_home()
-    path.mkdir(parents=True, exist_ok=True)
-    return SQLiteSessionStore(path / "state.db")
+    path = (Path(home).expanduser() if home else default_home()) / "state.db"
+    return SQLiteSessionStore(path) if path.exists() else None
 
 
 def run_sessions(args: argparse.Namespace) -> int:
     from talaria.store.base import StoreError
 
-    store = open_store(args.home)
+    store = existing_store(args.home)
+    if store is None:
+        if args.action == "list":
+            print("no sessions yet")
+            return EXIT_OK
+        print(f"talaria: no sessions yet, so nothing to {args.action}", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
     try:
         return _ACTIONS[args.action](store, args)
     except StoreError as exc:

@@ -22,27 +22,12 @@ from prompt_toolkit.filters import Condition
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
+    from talaria.cli.model_choice import ModelChoice
     from talaria.cli.render import Renderer
     from talaria.store.base import SessionInfo
     from talaria.tools.base import Tool
 
 _COMMAND = re.compile(r"^/([a-z][a-z0-9-]*)(?:\s+(.*))?$", re.DOTALL)
-
-KNOWN_PROVIDERS = frozenset(
-    {
-        "openai",
-        "anthropic",
-        "openrouter",
-        "custom",
-        "codex",
-        "openai-codex",
-        "ollama",
-        "vllm",
-        "llamacpp",
-        "lmstudio",
-    }
-)
-"""Provider names `/model provider:model` recognises (model ids may contain ':' too)."""
 
 
 class CommandHost(Protocol):
@@ -58,15 +43,22 @@ class CommandHost(Protocol):
 
     def history(self) -> list[dict[str, Any]]: ...
 
-    def fork(self, history: list[dict[str, Any]]) -> None:
-        """Continue in a new session that starts from `history` (the old one is kept)."""
+    def rewind(self, keep: int) -> None:
+        """Keep only the first `keep` messages of the session, in memory and in the store."""
 
     def switch_session(self, session_id: str | None) -> None:
         """Resume `session_id` on the next message, or start a new session for None."""
 
-    def switch_model(self, model: str, provider: str | None) -> None: ...
+    def switch_model(self, choice: ModelChoice) -> None: ...
+
+    def model_choices(self) -> list[ModelChoice]:
+        """The starting endpoint, the main model, the fallbacks, the named providers."""
+
+    def current_model(self) -> ModelChoice: ...
 
     def model_label(self) -> str: ...
+
+    def clear_screen(self) -> None: ...
 
     def tools(self) -> dict[str, Tool]: ...
 
@@ -131,23 +123,14 @@ def parse_command(line: str) -> tuple[str, str] | None:
     return match.group(1), (match.group(2) or "").strip()
 
 
-def parse_model_ref(ref: str) -> tuple[str | None, str]:
-    """`provider:model` or a bare model id (which may itself contain ':', e.g. qwen2:7b)."""
-    provider, sep, model = ref.partition(":")
-    if sep and model and provider.lower() in KNOWN_PROVIDERS:
-        return provider.lower(), model
-    return None, ref
-
-
-def split_last_exchange(
-    messages: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], str] | None:
-    """The history before the last user message, and that message's text (None: no turn)."""
+def split_last_exchange(messages: list[dict[str, Any]]) -> tuple[int, str] | None:
+    """How many messages come before the last user message, and that message's text (None:
+    no turn yet)."""
     from talaria.store.base import content_text
 
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "user":
-            return messages[:index], content_text(messages[index].get("content"))
+            return index, content_text(messages[index].get("content"))
     return None
 
 
@@ -213,11 +196,22 @@ def _title(host: CommandHost, arg: str) -> None:
 
 
 def _model(host: CommandHost, arg: str) -> None:
+    from talaria.cli.model_choice import pick
+
+    choices = host.model_choices()
+    current = host.current_model()
     if not arg:
-        host.renderer.note(f"· model: {host.model_label()} · /model [provider:]model switches")
+        host.renderer.note(f"· model: {host.model_label()}")
+        width = max(len(choice.name) for choice in choices) if choices else 0
+        for number, choice in enumerate(choices, 1):
+            mark = "●" if choice.agent_kwargs() == current.agent_kwargs() else " "
+            where = f"  {choice.base_url}" if choice.base_url else ""
+            host.renderer.write(
+                f"  {mark} {number}. {choice.name.ljust(width)}  {choice.label}{where}"
+            )
+        host.renderer.note("  /model <number | name | [provider:]model> switches")
         return
-    provider, model = parse_model_ref(arg)
-    host.switch_model(model, provider)
+    host.switch_model(pick(choices, arg, current))
     host.renderer.note(f"· next message goes to {host.model_label()}")
 
 
@@ -289,8 +283,8 @@ def _rewind(host: CommandHost, done: str, nothing: str) -> str | None:
     if last is None:
         host.renderer.note(f"· nothing to {nothing}")
         return None
-    history, text = last
-    host.fork(history)
+    keep, text = last
+    host.rewind(keep)
     host.renderer.note(f"· {done}: {text}")
     return text
 
@@ -314,6 +308,27 @@ def _quit(host: CommandHost, arg: str) -> None:
     host.quit()
 
 
+def _clear(host: CommandHost, arg: str) -> None:
+    host.clear_screen()
+    host.switch_session(None)
+    host.renderer.note("· screen cleared · new session (the old one stays: /resume)")
+
+
+def _output(host: CommandHost, arg: str) -> None:
+    """The full text of a tool's output (the chat shows only its first lines)."""
+    outputs = host.renderer.tool_outputs
+    if not outputs:
+        host.renderer.note("· no tool output yet")
+        return
+    back = int(arg) if arg.isdigit() and int(arg) >= 1 else 1
+    if back > len(outputs):
+        host.renderer.note(f"· only {len(outputs)} tool output(s) so far")
+        return
+    shown = outputs[-back]
+    host.renderer.note(f"· {shown.title}", "bold")
+    host.renderer.write(shown.text or "(empty)")
+
+
 def build_registry() -> SlashRegistry:
     registry = SlashRegistry()
     for command in (
@@ -333,7 +348,16 @@ def build_registry() -> SlashRegistry:
         SlashCommand("retry", "send the last message again", _retry),
         SlashCommand("undo", "drop the last exchange", _undo),
         SlashCommand("reasoning", "show or hide the model's reasoning", _reasoning, immediate=True),
+        SlashCommand(
+            "output",
+            "the full output of the last (or n-th last) tool",
+            _output,
+            "[n]",
+            immediate=True,
+        ),
+        SlashCommand("clear", "clear the screen and start a new session", _clear),
         SlashCommand("quit", "leave (also Ctrl+D)", _quit, immediate=True),
+        SlashCommand("exit", "leave (the same as /quit)", _quit, immediate=True),
     ):
         registry.add(command)
     return registry

@@ -111,10 +111,14 @@ def _session_labels(store: SessionStore, rows: list[UsageRow]) -> dict[str, str]
 
 
 def run_usage(args: argparse.Namespace) -> int:
-    from talaria.cli.sessions import open_store
+    from talaria.cli.sessions import existing_store
     from talaria.store.base import StoreError
 
-    store = open_store(args.home)
+    store = existing_store(args.home)
+    if store is None:  # nothing was ever saved here; reading must not create the database
+        empty = {"rows": [], "total": total([]).to_dict()}
+        print(json.dumps(empty, indent=2) if args.json else "no usage recorded")
+        return EXIT_OK
     try:
         rows = summarise(store.usage_records(since=args.since), args.by)
         if args.json:

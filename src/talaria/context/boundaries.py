@@ -11,7 +11,8 @@ the spliced history stays provider-valid:
 
 The head (the first ``protect_head`` messages: the user's original request) and the tail (the
 last ``protect_last_n`` messages) are never summarised, nor is the latest user message: it is
-what the model is answering right now.
+what the model is answering right now. With a head of 0 the summary may open the history; it
+is then a user message, so the first kept message must be an assistant one.
 """
 
 from __future__ import annotations
@@ -34,23 +35,30 @@ def summary_role(history: Sequence[Message], end: int) -> str:
 
 
 def choose_compression_window(
-    history: Sequence[Message], protect_head: int, protect_last_n: int
+    history: Sequence[Message],
+    protect_head: int,
+    protect_last_n: int,
+    min_size: int = MIN_WINDOW,
+    keep_latest_user: bool = True,
 ) -> tuple[int, int] | None:
     """The ``[start, end)`` slice to summarise, or None when nothing is worth compressing.
 
     Among the safe cuts it keeps the head as short as possible, then summarises as much as
-    possible (the largest ``end``).
+    possible (the largest ``end``). A small window may summarise a single (large) message
+    with ``min_size=1``; between turns (a manual compression) the latest user message is
+    answered already and may go too (``keep_latest_user=False``).
     """
     count = len(history)
     tail_start = count - max(protect_last_n, 0)
     latest_user = max((i for i, m in enumerate(history) if m.get("role") == "user"), default=-1)
     ends = _EndFinder(history)
-    for start in range(max(protect_head, 1), tail_start):
+    for start in range(max(protect_head, 0), tail_start):
         if _role(history, start) == "tool":
             continue
-        limit = tail_start if start > latest_user else min(tail_start, latest_user)
+        answering = keep_latest_user and start <= latest_user
+        limit = min(tail_start, latest_user) if answering else tail_start
         end = ends.last_end(_needed_next_roles(_role(history, start - 1)), limit)
-        if end is not None and end - start >= MIN_WINDOW:
+        if end is not None and end - start >= min_size:
             return start, end
     return None
 
@@ -61,6 +69,8 @@ def _needed_next_roles(previous: str) -> tuple[str, ...]:
         return ("user",)  # the summary is an assistant message
     if previous == "assistant":
         return ("assistant",)  # the summary is a user message
+    if previous == "":
+        return ("assistant",)  # the summary opens the history, so it is a user message
     return ("user", "assistant")
 
 

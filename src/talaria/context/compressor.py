@@ -45,6 +45,10 @@ MIN_GAIN = 0.10
 """A compression that shrinks the estimate by less than this stops retries for the turn."""
 HEAD = 1
 """Messages kept before the summary on the first compression: the user's first request."""
+SMALL_WINDOW = 16_384
+"""Below this many tokens compression may keep less than configured (see `_squeezed`)."""
+SQUEEZE_TAILS = (8, 4, 2, 0)
+"""Shorter protected tails tried, in order, when the configured one leaves nothing to cut."""
 
 
 class Compressor(ContextEngine):
@@ -57,6 +61,8 @@ class Compressor(ContextEngine):
         self._turn: object = None
         self._count = 0
         self._stalled = False
+        self._window_told: set[str] = set()
+        """Models whose window is known, or is a guess the user was told about."""
 
     # ---- the ContextEngine contract ------------------------------------------------------
 
@@ -67,32 +73,83 @@ class Compressor(ContextEngine):
         self._start_turn(state)
         if self._stalled or self._count >= MAX_PER_TURN:
             return
-        limit = self.threshold * await self.window(rt)
-        if self._estimate(rt, session) > limit:
-            await self._compress(rt, session, None)
+        window = await self.window(rt)
+        if self._estimate(rt, session) > self.threshold * window:
+            self._warn_if_guessed(rt)
+            need = self._need(rt, session, window) if window < SMALL_WINDOW else None
+            await self._compress(rt, session, None, need)
 
     async def compress(
         self, rt: Runtime, session: SessionHandle, state: Any, focus: str | None = None
     ) -> bool:
         """Compress now (`/compress`, or a context-overflow error); False when nothing changed:
-        no safe window, the per-turn cap, or a failed summary with nothing to trim instead."""
+        no safe window, the per-turn cap, or a failed summary with nothing to trim instead.
+        When the context is over the threshold (or overflowed) the protected head and tail
+        shrink as far as needed to make room."""
         self._start_turn(state)
         if self._stalled or self._count >= MAX_PER_TURN:
             return False
-        return await self._compress(rt, session, focus)
+        if state is not None:
+            self._warn_if_guessed(rt)
+        window = await self.window(rt)
+        tight = state is not None or self._estimate(rt, session) > self.threshold * window
+        need = self._need(rt, session, window) if tight else None
+        return await self._compress(rt, session, focus, need, between_turns=state is None)
 
-    async def _compress(self, rt: Runtime, session: SessionHandle, focus: str | None) -> bool:
+    def _cut(
+        self, history: list[Message], need: int | None, between_turns: bool = False
+    ) -> tuple[int, int] | None:
+        """What to summarise: the configured head and tail kept. Squeezing (`need` = tokens
+        that must go) tries shorter tails, then no head, and takes the first cut that frees
+        enough, else the one that frees most (down to a single large message)."""
+        previous = find_summary(history)
+        head = previous if previous is not None else HEAD
+        window = choose_compression_window(history, head, self.protect_last_n)
+        if need is None or (window is not None and _tokens(history, window) >= need):
+            return window
+        best, freed = window, _tokens(history, window) if window else 0
+        for protect_head in dict.fromkeys((head, 0)):
+            for tail in (n for n in SQUEEZE_TAILS if n < self.protect_last_n):
+                cut = choose_compression_window(
+                    history, protect_head, tail, min_size=1, keep_latest_user=not between_turns
+                )
+                gain = _tokens(history, cut) if cut else 0
+                if cut is not None and gain >= need:
+                    return cut
+                if gain > freed:
+                    best, freed = cut, gain
+        return best
+
+    def _need(self, rt: Runtime, session: SessionHandle, window: int) -> int:
+        """Tokens to free to get back under the threshold (at least a quarter of the context:
+        after an overflow our estimate is known to be low)."""
+        estimate = self._estimate(rt, session)
+        return max(int(estimate - self.threshold * window), estimate // 4)
+
+    async def _compress(
+        self,
+        rt: Runtime,
+        session: SessionHandle,
+        focus: str | None,
+        need: int | None = None,
+        *,
+        between_turns: bool = False,
+    ) -> bool:
         with rt.telemetry.compression(session.id) as observed:
-            return await self._compress_observed(rt, session, focus, observed)
+            return await self._compress_observed(rt, session, focus, observed, need, between_turns)
 
     async def _compress_observed(
-        self, rt: Runtime, session: SessionHandle, focus: str | None, observed: Scope
+        self,
+        rt: Runtime,
+        session: SessionHandle,
+        focus: str | None,
+        observed: Scope,
+        need: int | None,
+        between_turns: bool,
     ) -> bool:
         await self._save_first(rt, session)
         history = session.history
-        previous = find_summary(history)
-        head = previous if previous is not None and previous >= HEAD else HEAD
-        window = choose_compression_window(history, head, self.protect_last_n)
+        window = self._cut(history, need, between_turns)
         if window is None:
             return False  # not final: the window may open as the turn adds messages
         rt.emit(StatusChanged("compressing"))
@@ -122,7 +179,7 @@ class Compressor(ContextEngine):
 
     # ---- sizes ---------------------------------------------------------------------------
 
-    async def window(self, rt: Runtime) -> int:
+    async def window(self, rt: Runtime, *, interruptible: bool = True) -> int:
         """The active model's context window in tokens (looked up once per model)."""
         entry = rt.caller.chain.active
         key = entry.label
@@ -130,28 +187,48 @@ class Compressor(ContextEngine):
             from talaria.providers.models import context_window
 
             configured = self.config.get("model.context_length")
-            metadata = None if configured else await self._endpoint_window(rt)
+            metadata = None if configured else await self._endpoint_window(rt, interruptible)
             size, source = context_window(
                 entry.model, configured=configured, endpoint_metadata=metadata
             )
             log.info("context window of %s: %d tokens (%s)", key, size, source)
             self._windows[key] = int(size)
+            if source != "default":
+                self._window_told.add(key)  # known: nothing to warn about
         return self._windows[key]
 
-    async def _endpoint_window(self, rt: Runtime) -> int | None:
+    def _warn_if_guessed(self, rt: Runtime) -> None:
+        """Say once per model that its window is a guess, and only when a decision depends
+        on it (a compression, an overflow), not on every start."""
+        key = rt.caller.chain.active.label
+        if key in self._windows and key not in self._window_told:
+            self._window_told.add(key)
+            rt.emit(
+                Notice(
+                    "warning",
+                    f"the context window of {key} is unknown; assuming {self._windows[key]} "
+                    "tokens (set model.context_length)",
+                )
+            )
+
+    async def _endpoint_window(self, rt: Runtime, interruptible: bool) -> int | None:
         """Ask the endpoint when our table cannot be trusted for it: local servers run models
         with whatever window they were started with, and unknown models are not in the table."""
         from talaria.providers.models import fetch_endpoint_context_length, table_context_window
         from talaria.providers.resolve import is_loopback
 
         spec = rt.caller.chain.active.spec
-        if spec is None or spec.api_mode == "anthropic_messages":
+        if spec is None:
             return None
-        if table_context_window(spec.model) and not is_loopback(spec.base_url):
+        local = is_loopback(spec.base_url)
+        if not local and (
+            spec.api_mode == "anthropic_messages" or table_context_window(spec.model)
+        ):
             return None
-        return await rt.interrupt.race(
-            fetch_endpoint_context_length(spec.base_url, spec.api_key, spec.model)
+        probe = fetch_endpoint_context_length(
+            spec.base_url, spec.api_key, spec.model, spec.api_mode
         )
+        return await (rt.interrupt.race(probe) if interruptible else probe)
 
     def _estimate(self, rt: Runtime, session: SessionHandle) -> int:
         return int(self.tracker.estimate([*_system(session), *session.history], rt.tool_schemas))
@@ -202,14 +279,16 @@ class Compressor(ContextEngine):
 
         previous = summary_text(window[0]) if is_summary(window[0]) else ""
         messages = window[1:] if previous else window
-        max_chars = min(max(await self.window(rt) * 2, 4_000), 200_000)
+        max_chars = max(min(await self.window(rt) * 2, 200_000), 1_000)
         request = summary_request(messages, previous=previous, focus=focus, max_chars=max_chars)
         try:
             response = await side_call(rt, "compression", request)
         except ProviderError as error:
             log.warning("the compression summary failed: %s", error)
             return ""
-        return clean_summary(response.text)
+        summary = clean_summary(response.text)
+        # at most about half the window, so that the summary always leaves room to work
+        return summary if len(summary) <= max_chars else summary[:max_chars].rstrip() + " […]"
 
     async def _continue_in_child(
         self, rt: Runtime, session: SessionHandle, history: list[Message]
@@ -243,6 +322,10 @@ class Compressor(ContextEngine):
         if rt.services is not None and hasattr(rt.services, "session_id"):
             rt.services.session_id = new_id
         return new_id
+
+
+def _tokens(history: list[Message], window: tuple[int, int]) -> int:
+    return estimate_tokens(history[window[0] : window[1]])
 
 
 def _system(session: SessionHandle) -> list[Message]:

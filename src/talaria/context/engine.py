@@ -36,6 +36,11 @@ class ContextEngine(ABC):
         """Compress now, whatever the size (`/compress`). False when nothing changed."""
         return False
 
+    async def window(self, rt: Runtime, *, interruptible: bool = True) -> int | None:
+        """The context window it works against, in tokens (None: unknown). Not interruptible
+        before a turn starts: the lookup is short, and an interrupt then ends the turn."""
+        return None
+
 
 def load_context_engine(config: Config, runtime: Runtime) -> ContextEngine | None:
     if not config.get("compression.enabled", True):

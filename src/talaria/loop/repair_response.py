@@ -6,17 +6,20 @@ provider is tried, then the turn fails with the reason (never a placeholder posi
 answer). Text cut off by the output limit is continued and joined into one answer while the
 continuations make progress. Tool calls cut off by the output limit are never run: the call is
 retried, with more output room when ``model.max_tokens`` is set. A refusal ends the turn at once.
+On custom and local endpoints, an answer that is a tool call written as text is read as that
+call (`loop.text_tool_calls`), with a notice.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 
 from talaria.events import Notice
 from talaria.interrupt import InterruptSignal
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, Usage
+from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
 from talaria.providers.caller import CallResult, ModelCaller
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.retry import Action, action_for
@@ -36,6 +39,9 @@ TRUNCATED_NOTE = (
     "[Your previous tool call was cut off by the output limit, so it was not run. Make the call "
     "again with shorter arguments (for example, write a large file in several steps).]"
 )
+
+TEXT_CALL_PROVIDERS = frozenset({"custom", "ollama", "llamacpp", "vllm", "lmstudio"})
+"""Endpoints whose models may write tool calls as text (the big APIs never need it)."""
 
 RequestBuilder = Callable[[list[str]], ModelRequest]
 """Builds the request for the current history with extra ephemeral notes in its newest message."""
@@ -69,10 +75,18 @@ def inspect_response(response: ModelResponse) -> Verdict:
 
 
 async def obtain_response(
-    caller: ModelCaller, build: RequestBuilder, stream: StreamHandler, interrupt: InterruptSignal
+    caller: ModelCaller,
+    build: RequestBuilder,
+    stream: StreamHandler,
+    interrupt: InterruptSignal,
+    *,
+    text_calls: bool = False,
 ) -> CallResult:
-    """A usable response for the current history, or a `ProviderError` saying why not."""
-    return await _Repair(caller, build, stream, interrupt).run()
+    """A usable response for the current history, or a `ProviderError` saying why not.
+    `text_calls`: read tool calls written as text (on custom and local endpoints)."""
+    repair = _Repair(caller, build, stream, interrupt)
+    repair.text_calls = text_calls
+    return await repair.run()
 
 
 class _Repair:
@@ -97,6 +111,7 @@ class _Repair:
         self.nudged = False
         self.truncations = 0
         self.max_tokens = self.request.max_tokens
+        self.text_calls = False
 
     async def run(self) -> CallResult:
         while True:
@@ -111,7 +126,8 @@ class _Repair:
             if verdict is Verdict.REFUSAL:
                 raise self._refusal(result)
             if verdict is Verdict.USABLE:
-                return self._final(result, response.text)
+                result = self._read_text_calls(result)
+                return self._final(result, result.response.text)
             if verdict is Verdict.CUT_OFF:
                 if not self._continue(response):
                     return self._final(result, None)
@@ -149,6 +165,32 @@ class _Repair:
         )
         attempts = self.caller.turn_attempts - self.first_attempt
         return CallResult(final, result.client, attempts, self.errors, self.usage)
+
+    def _read_text_calls(self, result: CallResult) -> CallResult:
+        """The response with a tool call the model wrote as text turned into that call."""
+        response = result.response
+        if (
+            not self.text_calls
+            or self.parts
+            or response.tool_calls
+            or self.request.tool_choice == "none"
+            or result.client.provider not in TEXT_CALL_PROVIDERS
+        ):
+            return result
+        from talaria.loop.text_tool_calls import find_text_tool_calls
+
+        offered = {
+            tool["function"]["name"]: tool["function"].get("parameters") or {}
+            for tool in self.request.tools
+        }
+        found = find_text_tool_calls(response.text or "", offered)
+        if found is None:
+            return result
+        names = ", ".join(call.name for call in found.calls)
+        self.caller.emit(Notice("info", f"read a tool call the model wrote as text: {names}"))
+        calls = [ToolCall(c.id, c.name, json.dumps(c.arguments)) for c in found.calls]
+        changed = replace(response, text=found.text or None, tool_calls=calls)
+        return CallResult(changed, result.client, result.attempts, result.errors, result.usage)
 
     def _continue(self, response: ModelResponse) -> bool:
         """Ask for the rest of a cut-off answer; False when it is time to stop continuing."""

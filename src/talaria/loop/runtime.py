@@ -59,6 +59,9 @@ class Runtime:
     """Spans and metrics; left at the default, what `telemetry.*` says (off: nothing)."""
     budgets: Budgets = field(default_factory=Budgets)
     """Budgets in money and tokens; left at the default, what `agent.max_*` say."""
+
+    profile: str | None = None
+    """"lean" or "full" once chosen (`loop.profile`); None before the first turn."""
     _side_usage: Usage = field(default_factory=Usage, init=False)
     _side_models: UsageLedger = field(default_factory=UsageLedger, init=False)
     _side_lock: threading.Lock = field(default_factory=threading.Lock, init=False)

@@ -19,6 +19,8 @@ class EventStream:
         self._iteration = iteration
         self.thinking = True
         self.output_started = False
+        self.produced: list[str] = []
+        """Text and reasoning streamed so far (an interrupted call's spent output)."""
 
     def stop_thinking(self) -> None:
         if self.thinking:
@@ -29,10 +31,12 @@ class EventStream:
         if delta:
             self.stop_thinking()
             self.output_started = True
+            self.produced.append(delta)
             self._emit(TextDelta(delta))
 
     def reasoning(self, delta: str) -> None:
         if delta:
+            self.produced.append(delta)
             self._emit(ReasoningDelta(delta))
 
     def tool_call(self, index: int, call_id: str, name: str) -> None:

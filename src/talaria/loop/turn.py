@@ -47,6 +47,9 @@ from talaria.tools.base import ToolContext
 
 log = logging.getLogger("talaria.loop")
 
+MAX_OVERFLOW_RETRIES = 3
+"""Compress-and-resend rounds after context-overflow errors in one model call."""
+
 
 @dataclass
 class TurnState:
@@ -107,6 +110,7 @@ async def _run_turn(
         state.meter = open_meter(rt.budgets, await run_blocking(_session_spent, session))
     else:
         state.meter = open_meter(rt.budgets, None)
+    _price(state.usage, active.model, active.provider, _base_url(active))
     rt.emit(TurnStarted(task_id, session.id, user_message))
     metering = ACTIVE_METER.set(state.meter)
     try:
@@ -233,13 +237,21 @@ async def _call(
     rt.emit(ThinkingStarted(state.api_calls + 1))
     try:
         result = await _obtain(rt, session, state, build, stream)
+    except Interrupted:
+        spent = _spent_before_interrupt(rt, sent, stream)
+        state.usage.add(spent)
+        active = rt.caller.chain.active
+        state.models.add(active.model, active.provider, spent)
+        if state.meter is not None:
+            state.meter.charge(spent)
+        raise
     finally:
         stream.stop_thinking()
     state.api_calls = rt.caller.turn_attempts
     response = result.response
     client = result.client
     state.model, state.provider, state.api_mode = client.model, client.provider, client.api_mode
-    _price(result.usage, client.model, client.provider)
+    _price(result.usage, client.model, client.provider, getattr(client, "base_url", None))
     state.usage.add(result.usage)
     state.models.add(client.model, client.provider, result.usage)
     if state.meter is not None:
@@ -262,22 +274,52 @@ async def _obtain(
     build: Callable[[list[str]], ModelRequest],
     stream: EventStream,
 ) -> CallResult:
-    """A usable response; a prompt too long for the window is compressed once and resent."""
-    try:
-        return await obtain_response(rt.caller, build, stream, rt.interrupt)
-    except ProviderError as error:
-        if action_for(error.kind) is not Action.COMPRESS or rt.context_engine is None:
-            raise
-        rt.emit(Notice("warning", f"{error.message}; compressing the history and retrying"))
-        if not await rt.context_engine.compress(rt, session, state):
-            raise
-    return await obtain_response(rt.caller, build, stream, rt.interrupt)
+    """A usable response; a prompt too long for the window is compressed and resent while
+    compression still makes room (a few times at most)."""
+    text_calls = bool(rt.config.get("tools.text_calls", True))
+    for _ in range(MAX_OVERFLOW_RETRIES):
+        try:
+            return await obtain_response(
+                rt.caller, build, stream, rt.interrupt, text_calls=text_calls
+            )
+        except ProviderError as error:
+            if action_for(error.kind) is not Action.COMPRESS or rt.context_engine is None:
+                raise
+            rt.emit(Notice("warning", f"{error.message}; compressing the history and retrying"))
+            if not await rt.context_engine.compress(rt, session, state):
+                raise
+    return await obtain_response(rt.caller, build, stream, rt.interrupt, text_calls=text_calls)
 
 
-def _price(usage: Usage, model: str, provider: str) -> None:
+def _price(usage: Usage, model: str, provider: str, base_url: str | None) -> None:
+    """The cost in the one convention the UIs show: None when no price is known, 0.0 on
+    the user's own machine."""
     from talaria.providers.pricing import estimate_cost
+    from talaria.providers.resolve import is_loopback
 
-    usage.estimated_cost_usd = estimate_cost(model, usage, provider)
+    if base_url and is_loopback(base_url):
+        usage.estimated_cost_usd = 0.0
+    else:
+        usage.estimated_cost_usd = estimate_cost(model, usage, provider)
+
+
+def _base_url(entry: Any) -> str | None:
+    spec = getattr(entry, "spec", None)
+    return spec.base_url if spec is not None else None
+
+
+def _spent_before_interrupt(rt: Runtime, sent: list[Message], stream: EventStream) -> Usage:
+    """An interrupted call sends no usage, but its tokens were spent: estimate them from the
+    request and the output that streamed before the stop."""
+    from talaria.context.tokens import estimate_text_tokens, estimate_tokens
+
+    entry = rt.caller.chain.active
+    usage = Usage(
+        input_tokens=estimate_tokens(sent, rt.tool_schemas) if sent else 0,
+        output_tokens=estimate_text_tokens("".join(stream.produced)),
+    )
+    _price(usage, entry.model, entry.provider, _base_url(entry))
+    return usage
 
 
 async def _run_tools(

@@ -47,9 +47,14 @@ class PromptInputs:
     tool_names: Iterable[str]
     memory_snapshot: str = ""
     now: Callable[[], datetime] = datetime.now
+    lean: bool = False
+    """The lean profile (small windows): short identity, the project file cut short, no tool
+    guidance, memory or skills index."""
 
 
 def build_system_prompt(inputs: PromptInputs) -> str:
+    if inputs.lean:
+        return _lean_prompt(inputs)
     sections = [
         _identity(inputs.home),
         _tool_guidance(inputs.tool_names),
@@ -59,6 +64,13 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         _environment(inputs),
     ]
     return "\n\n".join(section for section in sections if section)
+
+
+def _lean_prompt(inputs: PromptInputs) -> str:
+    from talaria.prompt.profile import LEAN_CONTEXT_FILE_LIMIT, LEAN_IDENTITY
+
+    context = _cut(_context_file(inputs.cwd), LEAN_CONTEXT_FILE_LIMIT)
+    return "\n\n".join(s for s in (LEAN_IDENTITY, context, _environment(inputs)) if s)
 
 
 def _identity(home: Path) -> str:

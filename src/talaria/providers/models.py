@@ -2,7 +2,8 @@
 
 Sources in order of trust: what the user configured (``model.context_length``), what the
 serving endpoint reports about itself (local servers know their real ``--ctx-size``), our table
-of published windows, and finally a conservative default with a warning.
+of published windows, and finally a default (the context engine warns when a decision rests on
+it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ _METADATA_FIELDS: tuple[tuple[str, ...], ...] = (
     ("context_window",),  # Groq and others
     ("max_context_length",),  # LM Studio's native API
     ("top_provider", "context_length"),  # OpenRouter, per serving provider
-    ("meta", "n_ctx_train"),  # llama.cpp server
+    ("meta", "n_ctx_train"),  # llama.cpp: the training context, only if /props is silent
 )
 """Where OpenAI-compatible servers put a model's window in their ``GET /models`` entries."""
 
@@ -53,40 +54,139 @@ def context_window(
     if known:
         return known, "table"
     default = int(_table()["default"])
-    log.warning(
-        "context window of %r is unknown; assuming %d tokens (set model.context_length)",
-        model,
-        default,
-    )
+    log.info("context window of %r is unknown; assuming %d tokens", model, default)
     return default, "default"
 
 
-async def fetch_endpoint_context_length(
-    base_url: str, api_key: str | None, model: str
-) -> int | None:
-    """Ask ``GET {base_url}/models`` for the model's window; None on any failure (2 s budget).
+OLLAMA_DEFAULT_NUM_CTX = 4096
+"""What Ollama serves when neither the model's parameters nor the request set num_ctx."""
 
-    A server listing one model is taken to serve it whatever name the user gave it (llama.cpp
-    and single-model vLLM answer under any name).
+
+async def fetch_endpoint_context_length(
+    base_url: str, api_key: str | None, model: str, api_mode: str = "chat_completions"
+) -> int | None:
+    """The window the server actually serves ``model`` with; None when nothing says (2 s).
+
+    Asked at once, trusted in this order: llama.cpp's ``/props`` (then ``/slots``) ``n_ctx``,
+    LM Studio's loaded context length, Ollama's ``num_ctx``, then the fields of the
+    OpenAI-style ``GET /models`` entry (vLLM's ``max_model_len``, ...), and last Ollama's
+    default when only Ollama answered. llama.cpp's ``/models`` reports the *training*
+    context, which is why the server's own endpoints come first.
     """
+    import asyncio
+
     import httpx
 
     from talaria.providers.sdk import tls_verify
 
+    root = _server_root(base_url, api_mode)
+    models_url = f"{root}/v1/models" if api_mode == "anthropic_messages" else f"{base_url}/models"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(
+        timeout=2.0, headers=headers, verify=tls_verify(base_url)
+    ) as client:
+        llama, slots, lmstudio, ollama, listed = await asyncio.gather(
+            _get(client, f"{root}/props"),
+            _get(client, f"{root}/slots"),
+            _get(client, f"{root}/api/v0/models"),
+            _post(client, f"{root}/api/show", {"model": model}),
+            _get(client, models_url),
+        )
+    found = (
+        _llama_props(llama),
+        _llama_slots(slots),
+        _lmstudio(lmstudio, model),
+        _ollama_num_ctx(ollama),
+        _listed(listed, model),
+        OLLAMA_DEFAULT_NUM_CTX if isinstance(ollama, dict) and "parameters" in ollama else None,
+    )
+    return next((size for size in found if size), None)
+
+
+def _server_root(base_url: str, api_mode: str) -> str:
+    """The server's own root: OpenAI-style base URLs end in the /v1 version path."""
+    root = base_url.rstrip("/")
+    if api_mode != "anthropic_messages" and root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    return root
+
+
+async def _get(client: Any, url: str) -> Any:
+    return await _json(client.get(url))
+
+
+async def _post(client: Any, url: str, body: dict[str, Any]) -> Any:
+    return await _json(client.post(url, json=body))
+
+
+async def _json(pending: Any) -> Any:
+    """The JSON answer, or None for any failure (a server that is not this kind)."""
+    import httpx
+
     try:
-        async with httpx.AsyncClient(timeout=2.0, verify=tls_verify(base_url)) as client:
-            response = await client.get(f"{base_url.rstrip('/')}/models", headers=headers)
-            response.raise_for_status()
-            entries = response.json().get("data")
-    except (httpx.HTTPError, ValueError, AttributeError):
+        response = await pending
+        response.raise_for_status()
+        return response.json()
+    except (httpx.HTTPError, ValueError):
         return None
+
+
+def _positive(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _llama_props(props: Any) -> int | None:
+    if not isinstance(props, dict):
+        return None
+    settings = props.get("default_generation_settings")
+    per_slot = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return _positive(per_slot) or _positive(props.get("n_ctx"))
+
+
+def _llama_slots(slots: Any) -> int | None:
+    if isinstance(slots, list) and slots and isinstance(slots[0], dict):
+        return _positive(slots[0].get("n_ctx"))
+    return None
+
+
+def _lmstudio(listing: Any, model: str) -> int | None:
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    entry = _entry_for(entries, model)
+    if entry is None:
+        return None
+    return _positive(entry.get("loaded_context_length")) or _positive(
+        entry.get("max_context_length")
+    )
+
+
+def _ollama_num_ctx(show: Any) -> int | None:
+    parameters = show.get("parameters") if isinstance(show, dict) else None
+    if not isinstance(parameters, str):
+        return None
+    for line in parameters.splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == "num_ctx" and value.strip().isdigit():
+            return _positive(int(value.strip()))
+    return None
+
+
+def _listed(listing: Any, model: str) -> int | None:
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    entry = _entry_for(entries, model)
+    return _window_of(entry) if entry is not None else None
+
+
+def _entry_for(entries: Any, model: str) -> dict[str, Any] | None:
+    """The entry for ``model``; a server listing one model is taken to serve it whatever name
+    the user gave it (llama.cpp and single-model vLLM answer under any name)."""
     if not isinstance(entries, list):
         return None
     entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == model), None)
     if entry is None and len(entries) == 1 and isinstance(entries[0], dict):
         entry = entries[0]
-    return _window_of(entry) if entry is not None else None
+    return entry
 
 
 def _window_of(entry: dict[str, Any]) -> int | None:
@@ -94,6 +194,6 @@ def _window_of(entry: dict[str, Any]) -> int | None:
         value: Any = entry
         for key in path:
             value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+        if _positive(value):
+            return int(value)
     return None

@@ -139,6 +139,24 @@ class StoreConformance:
         assert store.message_count("s1") == 3
         assert store.get_session("s1").message_count == 3  # type: ignore[union-attr]
 
+    def test_truncating_drops_the_tail_from_history_count_and_search(
+        self, store: SessionStore
+    ) -> None:
+        store.create_session("s1")
+        words = ["alpha", "bravo", "charlie", "delta"]
+        store.append_messages(
+            "s1", [(seq, {"role": "user", "content": word}) for seq, word in enumerate(words)]
+        )
+        assert store.truncate_messages("s1", 2) == 2
+        assert [m["content"] for m in store.load_messages("s1")] == ["alpha", "bravo"]
+        assert store.message_count("s1") == 2
+        assert store.search("charlie") == []
+        assert store.truncate_messages("s1", 5) == 0
+        store.append_messages("s1", [(2, {"role": "user", "content": "echo"})])
+        assert [m["content"] for m in store.load_messages("s1")][-1] == "echo"
+        with pytest.raises(SessionNotFound):
+            store.truncate_messages("missing", 0)
+
     def test_append_to_unknown_session_is_refused(self, store: SessionStore) -> None:
         with pytest.raises(SessionNotFound):
             store.append_messages("nope", [(0, {"role": "user", "content": "x"})])

@@ -487,6 +487,29 @@ class SQLiteSessionStore:
 
         self._write(work)
 
+    def truncate_messages(self, session_id: str, keep: int) -> int:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise StoreError(f"keep must be a non-negative int, got {keep!r}")
+        now = self._clock()
+
+        def work(conn: sqlite3.Connection) -> int:
+            self._require(conn, session_id)
+            where = "WHERE session_id = ? AND seq >= ?"
+            conn.execute(
+                f"DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages {where})",
+                (session_id, keep),
+            )
+            deleted = conn.execute(f"DELETE FROM messages {where}", (session_id, keep)).rowcount
+            if deleted:
+                conn.execute(
+                    "UPDATE sessions SET message_count = message_count - ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (deleted, now, session_id),
+                )
+            return int(deleted)
+
+        return self._write(work)
+
     def load_messages(self, session_id: str) -> list[dict[str, Any]]:
         def work(conn: sqlite3.Connection) -> list[sqlite3.Row]:
             self._require(conn, session_id)

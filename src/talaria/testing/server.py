@@ -29,7 +29,7 @@ from talaria.testing.script import (
     Step,
     StepSource,
 )
-from talaria.testing.wire_base import WireFormat
+from talaria.testing.wire_base import WireFormat, prompt_tokens
 
 ROUTES: dict[str, str] = {
     "/v1/chat/completions": "talaria.testing.wire_chat",
@@ -68,6 +68,11 @@ class ScriptedProvider:
 
     With ``strict=True`` a request the real provider would reject gets the wire's 400 error
     and does not consume a step, so the test sees the bug instead of a wrong answer.
+
+    With ``n_ctx`` set it also plays a llama.cpp server started with ``--ctx-size n_ctx``:
+    ``GET /props`` and ``GET /slots`` report that window, ``GET /v1/models`` only the training
+    context (``context_length``), and a prompt over the window gets llama.cpp's 400
+    ``exceed_context_size_error`` (without consuming a step).
     """
 
     def __init__(
@@ -78,11 +83,15 @@ class ScriptedProvider:
         strict: bool = True,
         model: str = "scripted-model",
         context_length: int = 128_000,
+        n_ctx: int | None = None,
     ) -> None:
         self.script = script if script is not None else Script(steps)
         self.strict = strict
         self.model = model
         self.context_length = context_length
+        self.n_ctx = n_ctx
+        self.overflows = 0
+        """Requests refused because their prompt was over ``n_ctx``."""
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -169,6 +178,10 @@ class ScriptedProvider:
         with self._lock:
             self.requests.append(request)
 
+    def _overflowed(self) -> None:
+        with self._lock:
+            self.overflows += 1
+
     def _next_step(self, body: dict[str, Any]) -> Step:
         with self._lock:
             return self.script.next(body)
@@ -205,17 +218,22 @@ class _Handler(BaseHTTPRequestHandler):
         """Silent: test output stays readable."""
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
-            provider = self.provider
-            model = {
-                "id": provider.model,
-                "object": "model",
-                "created": 0,
-                "owned_by": "talaria",
-                "context_length": provider.context_length,
-                "max_model_len": provider.context_length,
-            }
-            self._json(200, {"object": "list", "data": [model]})
+        provider = self.provider
+        path = self.path.rstrip("/")
+        if path == "/v1/models":
+            self._json(200, {"object": "list", "data": [_model_entry(provider)]})
+        elif path == "/props" and provider.n_ctx:
+            settings = {"n_ctx": provider.n_ctx, "params": {"n_predict": -1}}
+            self._json(
+                200,
+                {
+                    "default_generation_settings": settings,
+                    "total_slots": 1,
+                    "model_path": f"models/{provider.model}.gguf",
+                },
+            )
+        elif path == "/slots" and provider.n_ctx:
+            self._json(200, [{"id": 0, "n_ctx": provider.n_ctx, "is_processing": False}])
         else:
             self._json(404, _plain_error(f"no route for GET {self.path}"))
 
@@ -249,6 +267,10 @@ class _Handler(BaseHTTPRequestHandler):
         provider._record(RecordedRequest(self.path, wire.api_mode, headers, body, valid, errors))
         if errors and provider.strict:
             self._json(400, wire.error_body(400, "; ".join(errors)))
+            return
+        if provider.n_ctx and prompt_tokens(body) > provider.n_ctx:
+            provider._overflowed()
+            self._json(400, _exceeds_context(prompt_tokens(body), provider.n_ctx))
             return
         try:
             step = provider._next_step(body)
@@ -348,6 +370,31 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except OSError:
             self.close_connection = True
+
+
+def _model_entry(provider: ScriptedProvider) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": provider.model, "object": "model", "created": 0}
+    if provider.n_ctx:  # llama.cpp lists only the training context here
+        return {**entry, "owned_by": "llamacpp", "meta": {"n_ctx_train": provider.context_length}}
+    return {
+        **entry,
+        "owned_by": "talaria",
+        "context_length": provider.context_length,
+        "max_model_len": provider.context_length,
+    }
+
+
+def _exceeds_context(tokens: int, n_ctx: int) -> dict[str, Any]:
+    """llama.cpp's answer to a prompt longer than its context."""
+    return {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": tokens,
+            "n_ctx": n_ctx,
+        }
+    }
 
 
 def _plain_error(message: str) -> dict[str, Any]:

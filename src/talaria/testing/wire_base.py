@@ -58,6 +58,12 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """How many tokens the scripted server counts for a request's prompt (it reports this
+    in the usage and compares it with a llama.cpp-style ``n_ctx``)."""
+    return estimate_tokens(json.dumps(body, ensure_ascii=False))
+
+
 def arguments_text(scripted: ScriptedCall) -> str:
     """The JSON text of a scripted call's arguments; a raw string passes through untouched."""
     if isinstance(scripted.arguments, str):
@@ -87,7 +93,7 @@ def usage_buckets(reply: Reply, body: dict[str, Any]) -> dict[str, int]:
     output = estimate_tokens(reply.text or "") + reasoning
     output += sum(estimate_tokens(arguments_text(c)) + 2 for c in reply.tool_calls)
     return {
-        "input_tokens": estimate_tokens(json.dumps(body, ensure_ascii=False)),
+        "input_tokens": prompt_tokens(body),
         "output_tokens": output,
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,

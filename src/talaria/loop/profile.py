@@ -1,0 +1,43 @@
+"""Chooses the prompt profile on the first turn, once the served context window is known.
+
+The lean profile drops the built-in tools outside the core set (from the executor too: the
+model is not offered them, so a call to one is an unknown tool) and shortens the schemas.
+It is decided before the session's system prompt is built, so the prefix stays stable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from talaria.loop.runtime import Runtime
+from talaria.prompt.profile import LEAN_BELOW, LEAN_TOOLS, choose_profile, lean_schema
+
+log = logging.getLogger("talaria.prompt")
+
+
+async def ensure_profile(rt: Runtime, user_tools: Collection[str]) -> str:
+    """ "lean" or "full" for this runtime (chosen once; `user_tools` are always kept)."""
+    if rt.profile is not None:
+        return rt.profile
+    setting = str(rt.config.get("prompt.profile", "auto"))
+    window = await _window(rt) if setting == "auto" else None
+    rt.profile = choose_profile(
+        setting, window, int(rt.config.get("prompt.lean_below", LEAN_BELOW))
+    )
+    if rt.profile == "lean":
+        for name in [n for n in rt.tools if n not in LEAN_TOOLS and n not in user_tools]:
+            del rt.tools[name]
+        rt.tool_schemas = [lean_schema(tool.schema()) for tool in rt.tools.values()]
+        log.info("lean prompt profile (window %s): tools %s", window, ", ".join(rt.tools))
+    return rt.profile
+
+
+async def _window(rt: Runtime) -> int | None:
+    configured = rt.config.get("model.context_length")
+    if configured:
+        return int(configured)
+    if rt.context_engine is None:
+        return None
+    window = await rt.context_engine.window(rt, interruptible=False)
+    return int(window) if window else None
