@@ -110,7 +110,7 @@ async def _run_turn(
         state.meter = open_meter(rt.budgets, await run_blocking(_session_spent, session))
     else:
         state.meter = open_meter(rt.budgets, None)
-    _price(state.usage, active.model, active.provider, _base_url(active))
+    _price(state.usage, active.model, active.provider)
     rt.emit(TurnStarted(task_id, session.id, user_message))
     metering = ACTIVE_METER.set(state.meter)
     try:
@@ -251,7 +251,7 @@ async def _call(
     response = result.response
     client = result.client
     state.model, state.provider, state.api_mode = client.model, client.provider, client.api_mode
-    _price(result.usage, client.model, client.provider, getattr(client, "base_url", None))
+    _price(result.usage, client.model, client.provider)
     state.usage.add(result.usage)
     state.models.add(client.model, client.provider, result.usage)
     if state.meter is not None:
@@ -291,21 +291,13 @@ async def _obtain(
     return await obtain_response(rt.caller, build, stream, rt.interrupt, text_calls=text_calls)
 
 
-def _price(usage: Usage, model: str, provider: str, base_url: str | None) -> None:
-    """The cost in the one convention the UIs show: None when no price is known, 0.0 on
-    the user's own machine."""
+def _price(usage: Usage, model: str, provider: str) -> None:
+    """The catalogue's price (0.0 on a local server's provider, None for a model it does not
+    know): set on the turn's usage at its start too, so a turn that fails before any answer
+    reports its cost the same way as one that succeeds."""
     from talaria.providers.pricing import estimate_cost
-    from talaria.providers.resolve import is_loopback
 
-    if base_url and is_loopback(base_url):
-        usage.estimated_cost_usd = 0.0
-    else:
-        usage.estimated_cost_usd = estimate_cost(model, usage, provider)
-
-
-def _base_url(entry: Any) -> str | None:
-    spec = getattr(entry, "spec", None)
-    return spec.base_url if spec is not None else None
+    usage.estimated_cost_usd = estimate_cost(model, usage, provider)
 
 
 def _spent_before_interrupt(rt: Runtime, sent: list[Message], stream: EventStream) -> Usage:
@@ -318,7 +310,7 @@ def _spent_before_interrupt(rt: Runtime, sent: list[Message], stream: EventStrea
         input_tokens=estimate_tokens(sent, rt.tool_schemas) if sent else 0,
         output_tokens=estimate_text_tokens("".join(stream.produced)),
     )
-    _price(usage, entry.model, entry.provider, _base_url(entry))
+    _price(usage, entry.model, entry.provider)
     return usage
 
 
