@@ -80,7 +80,7 @@ def test_undo_and_retry_persist_and_usage_stays(provider, chat, tmp_path):  # no
     terminal.send("/undo")
     terminal.expect("undone: second question")
     terminal.send("/usage")
-    terminal.expect("total ")
+    terminal.expect("session total")
     assert "no usage yet" not in terminal.text
     terminal.send("/retry")
     terminal.expect("retrying: first question")
@@ -141,8 +141,8 @@ def test_an_interrupted_answer_counts_its_tokens(provider, chat):  # noqa: F811
     terminal.expect("interrupted")
     terminal.settle()
     terminal.send("/usage")
-    terminal.expect("total ")
+    terminal.expect("session total, sub-agents included: ")
     terminal.expect(" in · ")
-    total = terminal.text[terminal.text.rfind("total ") :]
-    assert not total.split("total", 1)[1].strip().startswith("0 in"), total
+    total = terminal.text[terminal.text.rfind("sub-agents included: ") :]
+    assert not total.removeprefix("sub-agents included: ").startswith("0 in"), total
     terminal.assert_clean()
