@@ -47,14 +47,14 @@ def test_two_parallel_approvals_are_both_visible_and_answered_through_the_protoc
         agent.subscribe(listener, answers=("approval",))
 
         def front_end() -> None:
-            assert both_pending.wait(10), "both requests must be pending at once"
+            assert both_pending.wait(120), "both requests must be pending at once"
             for request in agent.pending_requests:
                 assert agent.respond(request.request_id, "once")
 
         answering = threading.Thread(target=front_end)
         answering.start()
         result = agent.run_conversation(user_message="delete both")
-        answering.join(10)
+        answering.join(120)
 
     asked = [e for e in seen if isinstance(e, ev.ApprovalRequested)]
     resolved = [e for e in seen if isinstance(e, ev.RequestResolved)]

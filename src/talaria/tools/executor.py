@@ -141,6 +141,7 @@ class ToolExecutor:
         try:
             return list(await interrupt.race(asyncio.shield(gathered)))
         except Interrupted:
+            self.interactions.withdraw_all("interrupted")  # clear every prompt at once
             for cancel in cancels:
                 cancel.set()
             done, _ = await asyncio.wait(tasks, timeout=self.settings.interrupt_grace)
