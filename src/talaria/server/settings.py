@@ -27,7 +27,7 @@ class ServerSettings:
     cors_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = DEFAULT_BODY_LIMIT
     approvals: str = "deny"
-    max_live_sessions: int = 64
+    max_live_sessions: int = 256
     """Agents kept in memory; the least recently used idle one is closed past this."""
     run_retention_s: float = 900.0
     """How long a finished run's events stay available for (re)connecting clients."""
@@ -45,7 +45,7 @@ class ServerSettings:
             cors_origins=[str(o) for o in config_get("server.cors_origins", []) or []],
             max_body_bytes=int(config_get("server.max_body_bytes", DEFAULT_BODY_LIMIT)),
             approvals=str(config_get("server.approvals", "deny")),
-            max_live_sessions=int(config_get("server.max_live_sessions", 64)),
+            max_live_sessions=int(config_get("server.max_live_sessions", 256)),
             run_retention_s=float(config_get("server.run_retention", 900.0)),
         )
         settings.host = str(config_get("server.host", settings.host))
