@@ -394,3 +394,27 @@ def test_import_talaria_does_not_import_the_server_stack() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_an_evicted_session_agent_is_rebuilt_from_the_store(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(
+        "context:\n  engine: none\nmemory:\n  enabled: false\nserver:\n  max_live_sessions: 1\n"
+    )
+    steps = [text("A one."), text("B one."), text("A two.")]
+    with ScriptedProvider(steps) as provider, ServeProcess(provider, home) as serve:
+        client = openai.OpenAI(base_url=serve.url + "/v1", api_key=KEY, max_retries=0)
+        sessions = []
+        for question in ("first A", "first B"):
+            raw = client.chat.completions.with_raw_response.create(
+                model="talaria", messages=[{"role": "user", "content": question}]
+            )
+            sessions.append(raw.headers["x-talaria-session"])
+        again = client.chat.completions.create(
+            model="talaria",
+            messages=[{"role": "user", "content": "second A"}],
+            extra_headers={"X-Talaria-Session": sessions[0]},
+        )
+    assert again.choices[0].message.content == "A two."
+    assert _texts(provider.requests[-1].body["messages"])[-3:] == ["first A", "A one.", "second A"]
