@@ -57,12 +57,19 @@ class Agent:
         store: SessionStore | None = None,
         plugins: Sequence[Any] | None = None,
         source: str = "api",
+        mcp_servers: dict[str, Any] | None = None,
         **callbacks: Callable[..., Any] | None,
     ) -> None:
         self.events = CallbackSink(callbacks)
         self.interactions = Interactions(self.events)
         answer_with_callbacks(self.events, self.interactions, callbacks)
         self.config = Config.load(home, overrides=config)
+        if mcp_servers is not None:
+            self.config.data["mcp_servers"] = dict(mcp_servers)
+        if self.config.get("mcp_servers"):
+            from talaria.mcp.config import parse_servers
+
+            parse_servers(self.config.get("mcp_servers"))  # one clear error, now
         self.home = self.config.home
         self.cwd = Path(cwd).resolve() if cwd else Path.cwd()
         self.source = source
@@ -103,6 +110,8 @@ class Agent:
         )
         self.parent_session_id: str | None = None
         self.depth = 0
+        self._shared_tools: Any = None
+        """A parent's tool source (its MCP servers), shared by a delegate_task child."""
 
     # ---- public API -------------------------------------------------------------------
 
@@ -293,7 +302,7 @@ class Agent:
     def _release(self) -> None:
         self._end_session("closed")
         if self._runtime is not None:
-            self._runtime.executor.shutdown()
+            self._runtime.close()
         if self._loop is not None:
             _shutdown_loop(self._loop)
         if self._store is not None and self._owns_store:

@@ -84,7 +84,17 @@ def assemble_runtime(agent: Agent) -> Runtime:
         sandbox=SandboxPolicy.from_config(config),
     )
     runtime.context_engine = _context_engine(agent, runtime)
+    runtime.tool_source = _mcp_servers(agent)
     return runtime
+
+
+def _mcp_servers(agent: Agent) -> Any:
+    """The configured MCP servers (a child shares its parent's); None without any."""
+    if not agent.config.get("mcp_servers") and agent._shared_tools is None:
+        return None
+    from talaria.mcp.setup import connect_configured
+
+    return connect_configured(agent.config, agent.home, shared=agent._shared_tools)
 
 
 def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSource | None]]:
@@ -297,4 +307,5 @@ def spawn_child(parent: Agent, session_id: str, toolsets: list[str]) -> Agent:
     child.approvals.allowlist = parent.approvals.allowlist
     child.depth = parent.depth + 1
     child.parent_session_id = session_id
+    child._shared_tools = parent._runtime.tool_source if parent._runtime else None
     return child

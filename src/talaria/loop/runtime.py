@@ -9,13 +9,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from talaria.config import Config
-from talaria.events import EventSink
+from talaria.events import EventSink, Notice
 from talaria.interaction import Interactions
 from talaria.interrupt import InterruptSignal
 from talaria.loop.spending import Budgets, charge_active
@@ -29,6 +29,15 @@ from talaria.tools.executor import ToolExecutor
 
 def new_task_id() -> str:
     return f"task_{uuid.uuid4().hex[:12]}"
+
+
+class ToolSource(Protocol):
+    """Tools that may change between turns (MCP servers). Owned by the runtime."""
+
+    async def changed_tools(self, emit: EventSink, taken: Iterable[str]) -> list[Tool] | None:
+        """The current tools when they changed since the last call, else None."""
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -62,6 +71,8 @@ class Runtime:
 
     profile: str | None = None
     """"lean" or "full" once chosen (`loop.profile`); None before the first turn."""
+    tool_source: ToolSource | None = None
+    _source_names: list[str] = field(default_factory=list, init=False)
     _side_usage: Usage = field(default_factory=Usage, init=False)
     _side_models: UsageLedger = field(default_factory=UsageLedger, init=False)
     _side_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -74,6 +85,30 @@ class Runtime:
         self.caller.telemetry = self.executor.telemetry = self.telemetry
         if not self.budgets.any:
             self.budgets = Budgets.from_config(self.config.get)
+
+    async def sync_tools(self) -> None:
+        """Take the tool source's changes, at turn start only: within a turn the tool
+        definitions stay byte-identical (they lead the prompt-cache prefix)."""
+        if self.tool_source is None:
+            return
+        fixed = [name for name in self.tools if name not in self._source_names]
+        try:
+            changed = await self.tool_source.changed_tools(self.emit, fixed)
+        except Exception as exc:
+            self.emit(Notice("warning", f"tool list not updated: {type(exc).__name__}: {exc}"))
+            return
+        if changed is None:
+            return
+        for name in self._source_names:
+            self.tools.pop(name, None)
+        self.tools.update((tool.name, tool) for tool in changed)
+        self._source_names = [tool.name for tool in changed]
+        self.tool_schemas = [tool.schema() for tool in self.tools.values()]
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        if self.tool_source is not None:
+            self.tool_source.close()
 
     def add_side_usage(self, usage: Usage, model: str = "", provider: str = "") -> None:
         """Usage spent outside the main call, counted in the turn. With `model`, a side call

@@ -112,6 +112,7 @@ async def _run_turn(
         state.meter = open_meter(rt.budgets, None)
     _price(state.usage, active.model, active.provider)
     rt.emit(TurnStarted(task_id, session.id, user_message))
+    await rt.sync_tools()
     metering = ACTIVE_METER.set(state.meter)
     try:
         await session.append({"role": "user", "content": user_message})

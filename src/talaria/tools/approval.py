@@ -86,11 +86,19 @@ class ApprovalState:
         self.session_grants.clear()
 
 
+Assessor = Callable[[dict[str, Any], Path, Path], Assessment | None]
+
+
 def assess_tool_call(
-    tool_name: str, arguments: dict[str, Any], cwd: Path, home: Path
+    tool_name: str,
+    arguments: dict[str, Any],
+    cwd: Path,
+    home: Path,
+    own_assessor: Assessor | None = None,
 ) -> Assessment | None:
-    """The policy's verdict on one call (None: nothing to approve)."""
-    assessor = _ASSESSORS.get(tool_name)
+    """The policy's verdict on one call (None: nothing to approve). A tool outside the fixed
+    table may bring its own assessor (`Tool.assess`); the table wins for its names."""
+    assessor = _ASSESSORS.get(tool_name, own_assessor)
     return assessor(arguments, cwd, home) if assessor else None
 
 
@@ -135,7 +143,7 @@ def _assess_write(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessmen
     return assess_file_write(path, home) if path is not None else None
 
 
-_ASSESSORS: dict[str, Callable[[dict[str, Any], Path, Path], Assessment | None]] = {
+_ASSESSORS: dict[str, Assessor] = {
     "terminal": _assess_terminal,
     "write_file": _assess_write,
     "patch": _assess_write,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from talaria.events import EventSink
+    from talaria.tools.approval import Assessment
 
 
 class ToolError(Exception):
@@ -54,6 +55,9 @@ class Tool:
     """Availability check; a tool whose check returns False is not offered to the model."""
     timeout: float | None = None
     max_result_chars: int | None = None
+    assess: Callable[[dict[str, Any], Path, Path], Assessment | None] | None = None
+    """The approval policy's verdict for a tool outside its own table (MCP tools): given the
+    arguments, cwd and home, an Assessment when the call needs a yes, else None."""
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:

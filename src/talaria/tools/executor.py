@@ -231,7 +231,7 @@ class ToolExecutor:
                 arguments = validate_arguments(tool.parameters, guard.arguments)
             except ArgumentError as exc:
                 return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
-        assessment = assess_tool_call(call.name, arguments, ctx.cwd, ctx.home)
+        assessment = assess_tool_call(call.name, arguments, ctx.cwd, ctx.home, tool.assess)
         if assessment is not None:
             with self.telemetry.approval(call.name, assessment.command) as observed:
                 denial = await self._approve(assessment, call, arguments, guard.approved)

@@ -1,0 +1,200 @@
+"""`mcp_servers` as users write it for Claude Code and Codex, checked and expanded.
+
+A name maps to `{command, args, env, cwd}` (stdio) or `{url, headers}` (streamable HTTP), plus
+`enabled`, `timeout`, `startup_timeout`, `tools: {include, exclude}`, `approval: ask | allow`
+and `allow_read_only`. `${VAR}` (and `${VAR:-default}`) are expanded from the environment when
+the server starts; a bad entry is one `ConfigError` naming the server and the field.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from talaria.config import ConfigError
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_KNOWN_KEYS = frozenset(
+    {
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "url",
+        "headers",
+        "enabled",
+        "timeout",
+        "startup_timeout",
+        "tools",
+        "approval",
+        "allow_read_only",
+        "protocol",
+    }
+)
+APPROVALS = ("ask", "allow")
+PROTOCOLS = ("auto", "legacy")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One configured server. Exactly one of `command` (stdio) and `url` (HTTP) is set."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    enabled: bool = True
+    timeout: float = 60.0
+    """Seconds one tool call may take."""
+    startup_timeout: float = 20.0
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+    approval: str = "ask"
+    allow_read_only: bool = False
+    """Run tools the server annotates read-only without asking, even with `approval: ask`."""
+    protocol: str = "auto"
+    """auto: the newest protocol the server speaks; legacy: the initialize handshake only."""
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command else "http"
+
+    def offers(self, tool_name: str) -> bool:
+        """Whether `tools: {include, exclude}` lets this server tool through."""
+        if self.include is not None and tool_name not in self.include:
+            return False
+        return tool_name not in self.exclude
+
+    def describe(self) -> str:
+        """A one-line summary safe to print: header values and env values are never shown."""
+        if self.command:
+            return " ".join([self.command, *self.args])
+        return str(self.url)
+
+
+def expand(text: str, env: Mapping[str, str] | None = None) -> str:
+    """`${VAR}` and `${VAR:-default}` from the environment; an unset VAR without default is
+    an error (a server started with a blank token fails in confusing ways)."""
+    source = os.environ if env is None else env
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = source.get(name)
+        if value is None or (value == "" and default is not None):
+            if default is None:
+                raise ConfigError(f"environment variable {name} is not set (used as ${{{name}}})")
+            return default
+        return value
+
+    return _VARIABLE.sub(replace, text)
+
+
+def expanded(server: ServerConfig, env: Mapping[str, str] | None = None) -> ServerConfig:
+    """The server with every `${VAR}` in command, args, env, cwd, url and headers filled in."""
+    from dataclasses import replace
+
+    def one(value: str | None) -> str | None:
+        return expand(value, env) if value is not None else None
+
+    try:
+        return replace(
+            server,
+            command=one(server.command),
+            args=tuple(expand(arg, env) for arg in server.args),
+            env={key: expand(value, env) for key, value in server.env.items()},
+            cwd=one(server.cwd),
+            url=one(server.url),
+            headers={key: expand(value, env) for key, value in server.headers.items()},
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"mcp_servers.{server.name}: {exc}") from None
+
+
+def parse_servers(raw: Any) -> list[ServerConfig]:
+    """The `mcp_servers` mapping as ServerConfigs, in the order written."""
+    if raw is None:
+        return []
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"mcp_servers must be a mapping of name -> server, got {_kind(raw)}")
+    return [_parse_one(str(name), entry) for name, entry in raw.items()]
+
+
+def _parse_one(name: str, entry: Any) -> ServerConfig:
+    where = f"mcp_servers.{name}"
+    if not name.strip():
+        raise ConfigError("mcp_servers: a server needs a non-empty name")
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where} must be a mapping, got {_kind(entry)}")
+    unknown = sorted(set(entry) - _KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    command, url = entry.get("command"), entry.get("url")
+    if bool(command) == bool(url):
+        raise ConfigError(f"{where} needs exactly one of 'command' (stdio) or 'url' (HTTP)")
+    tools = entry.get("tools") or {}
+    if not isinstance(tools, Mapping):
+        raise ConfigError(f"{where}.tools must be a mapping with include/exclude lists")
+    approval = entry.get("approval", "ask")
+    if approval not in APPROVALS:
+        raise ConfigError(f"{where}.approval must be 'ask' or 'allow', got {approval!r}")
+    protocol = entry.get("protocol", "auto")
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"{where}.protocol must be 'auto' or 'legacy', got {protocol!r}")
+    include = tools.get("include")
+    return ServerConfig(
+        name=name,
+        command=_string(where, "command", command) if command else None,
+        args=tuple(_strings(where, "args", entry.get("args") or [])),
+        env=_mapping(where, "env", entry.get("env") or {}),
+        cwd=_string(where, "cwd", entry["cwd"]) if entry.get("cwd") else None,
+        url=_string(where, "url", url) if url else None,
+        headers=_mapping(where, "headers", entry.get("headers") or {}),
+        enabled=_flag(where, "enabled", entry.get("enabled", True)),
+        timeout=_seconds(where, "timeout", entry.get("timeout", 60.0)),
+        startup_timeout=_seconds(where, "startup_timeout", entry.get("startup_timeout", 20.0)),
+        include=tuple(_strings(where, "tools.include", include)) if include is not None else None,
+        exclude=tuple(_strings(where, "tools.exclude", tools.get("exclude") or [])),
+        approval=str(approval),
+        allow_read_only=_flag(where, "allow_read_only", entry.get("allow_read_only", False)),
+        protocol=str(protocol),
+    )
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _string(where: str, key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}.{key} must be a string, got {_kind(value)}")
+    return value
+
+
+def _strings(where: str, key: str, value: Any) -> list[str]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}.{key} must be a list of strings")
+    return list(value)
+
+
+def _mapping(where: str, key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}.{key} must be a mapping of strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _flag(where: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.{key} must be true or false, got {value!r}")
+    return value
+
+
+def _seconds(where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where}.{key} must be a positive number of seconds, got {value!r}")
+    return float(value)

@@ -1,0 +1,113 @@
+"""An MCP tool result as the text the model reads.
+
+Text parts are kept as written; structured content is added as JSON when the text parts do not
+already carry it; images and audio are saved under the home (`mcp/media/`) and named by path
+and type; embedded resources are inlined (text) or saved (binary); resource links are listed.
+`isError` makes the whole result an error result.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "audio/wav": ".wav",
+    "audio/mpeg": ".mp3",
+}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    is_error: bool
+
+
+def render_result(result: Any, media_dir: Path) -> Rendered:
+    parts = [_render_part(part, media_dir) for part in result.content or []]
+    text = "\n".join(part for part in parts if part)
+    structured = getattr(result, "structured_content", None)
+    if structured is not None:
+        encoded = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+        if not _carries(text, structured):
+            text = f"{text}\n{encoded}" if text else encoded
+    return Rendered(text, bool(result.is_error))
+
+
+def _carries(text: str, structured: Any) -> bool:
+    """True when a text part already is the structured content (servers often send both)."""
+    try:
+        return bool(text) and json.loads(text) == structured
+    except ValueError:
+        return False
+
+
+def _render_part(part: Any, media_dir: Path) -> str:
+    render = _RENDERERS.get(getattr(part, "type", ""))
+    return render(part, media_dir) if render else f"[unsupported content: {part.type}]"
+
+
+def _text(part: Any, media_dir: Path) -> str:
+    return str(part.text)
+
+
+def _media(part: Any, media_dir: Path) -> str:
+    mime = str(part.mime_type or "application/octet-stream")
+    return f"[{part.type} {mime}: {_save(part.data, mime, media_dir)}]"
+
+
+def render_contents(contents: list[Any], media_dir: Path) -> str:
+    """What `resources/read` returned: text inline, binary saved to a file."""
+    return "\n".join(_contents(item, media_dir) for item in contents) or "(empty resource)"
+
+
+def _resource(part: Any, media_dir: Path) -> str:
+    return _contents(part.resource, media_dir)
+
+
+def _contents(resource: Any, media_dir: Path) -> str:
+    uri = str(resource.uri)
+    text = getattr(resource, "text", None)
+    if text is not None:
+        return f"[resource {uri}]\n{text}"
+    mime = str(getattr(resource, "mime_type", None) or "application/octet-stream")
+    return f"[resource {uri} ({mime}): {_save(resource.blob, mime, media_dir)}]"
+
+
+def _link(part: Any, media_dir: Path) -> str:
+    description = f" - {part.description}" if getattr(part, "description", None) else ""
+    return f"[resource link {part.uri} ({part.name}){description}]"
+
+
+def _save(data: str, mime: str, media_dir: Path) -> str:
+    """Write base64 `data` to a file named by its hash; the text says where (or why not)."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return "not shown (the server sent invalid base64)"
+    path = media_dir / (hashlib.sha256(raw).hexdigest()[:16] + _EXTENSIONS.get(mime, ".bin"))
+    try:
+        media_dir.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(raw)
+    except OSError as exc:
+        return f"{len(raw)} bytes, not saved ({exc})"
+    return f"{len(raw)} bytes saved to {path}"
+
+
+_RENDERERS: dict[str, Callable[[Any, Path], str]] = {
+    "text": _text,
+    "image": _media,
+    "audio": _media,
+    "resource": _resource,
+    "resource_link": _link,
+}

@@ -1,0 +1,59 @@
+"""The one hook assembly calls: the configured servers as a tool source for the runtime.
+
+The runtime asks the source for tool-list changes between turns (`changed_tools`), so the
+tools of the current turn, and the prompt-cache prefix they sit in, never change mid-turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from talaria.events import EventSink, Notice
+from talaria.mcp.config import parse_servers
+from talaria.mcp.manager import MCPManager
+from talaria.tools.base import Tool
+
+
+class MCPTools:
+    """A runtime's view of an MCPManager; a child agent's view shares its parent's servers."""
+
+    def __init__(self, manager: MCPManager, *, owned: bool) -> None:
+        self.manager = manager
+        self.owned = owned
+        self._signature: str | None = None
+
+    async def changed_tools(self, emit: EventSink, taken: Iterable[str]) -> list[Tool] | None:
+        """Start the servers on the first call, take announced list changes on later ones;
+        the tools when they differ from the last answer, else None."""
+        from talaria.mcp.tools import build_tools
+
+        for message in await self.manager.start():
+            emit(Notice("warning", message))
+        await self.manager.refresh()
+        tools = build_tools(self.manager, taken)
+        signature = json.dumps([tool.schema() for tool in tools], sort_keys=True)
+        if signature == self._signature:
+            return None
+        self._signature = signature
+        return tools
+
+    def shared(self) -> MCPTools:
+        return MCPTools(self.manager, owned=False)
+
+    def close(self) -> None:
+        if self.owned:
+            self.manager.close()
+
+
+def connect_configured(config: Any, home: Path, shared: MCPTools | None = None) -> MCPTools | None:
+    """The servers in `mcp_servers` (None when there are none: the SDK is never imported);
+    with `shared`, the parent's servers instead of new ones."""
+    if shared is not None:
+        return shared.shared()
+    servers = parse_servers(config.get("mcp_servers"))
+    if not any(server.enabled for server in servers):
+        return None
+    return MCPTools(MCPManager(servers, home), owned=True)
