@@ -1,7 +1,6 @@
 """An MCP tool result as the text the model reads.
 
-Text parts are kept as written; structured content is added as JSON when the text parts do not
-already carry it; images and audio are saved under the home (`mcp/media/`) and named by path
+Text parts are kept as written; structured content is given as JSON when there is no text; images and audio are saved under the home (`mcp/media/`) and named by path
 and type; embedded resources are inlined (text) or saved (binary); resource links are listed.
 `isError` makes the whole result an error result.
 """
@@ -37,19 +36,11 @@ def render_result(result: Any, media_dir: Path) -> Rendered:
     parts = [_render_part(part, media_dir) for part in result.content or []]
     text = "\n".join(part for part in parts if part)
     structured = getattr(result, "structured_content", None)
-    if structured is not None:
-        encoded = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
-        if not _carries(text, structured):
-            text = f"{text}\n{encoded}" if text else encoded
+    if structured is not None and not text:
+        # The spec asks servers to send structured content's text form too; use it when
+        # they do, so the model does not read the same result twice.
+        text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
     return Rendered(text, bool(result.is_error))
-
-
-def _carries(text: str, structured: Any) -> bool:
-    """True when a text part already is the structured content (servers often send both)."""
-    try:
-        return bool(text) and json.loads(text) == structured
-    except ValueError:
-        return False
 
 
 def _render_part(part: Any, media_dir: Path) -> str:
