@@ -59,6 +59,7 @@ class ServerConnection:
         try:
             await asyncio.wait_for(asyncio.shield(ready), timeout)
         except TimeoutError:
+            ready.cancel()
             await self.stop()
             self._fail("failed", f"did not start within {timeout:g} s")
         except Exception as exc:
@@ -76,12 +77,12 @@ class ServerConnection:
             self._stop.set()
         task, self._task = self._task, None
         if task is not None and not task.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(task), 5)
-            except (TimeoutError, Exception):
+            if self._client is None:  # still connecting: nothing to close politely
                 task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+            _, pending = await asyncio.wait({task}, timeout=5)
+            if pending:
+                task.cancel()
+                await asyncio.wait({task}, timeout=5)
         self._client = None
         if self.status in ("ready", "starting"):
             self.status = "stopped"
@@ -189,10 +190,12 @@ class ServerConnection:
         except TimeoutError:
             raise
         except Exception as exc:
-            if self._alive():
+            if self._alive() and not _connection_lost(exc):
                 raise
-            self.status, self.error = "crashed", describe_error(exc)
-            raise ServerUnavailable(f"the server stopped answering ({self.error})") from None
+            error = describe_error(exc)
+            await self.stop()
+            self.status, self.error = "crashed", error
+            raise ServerUnavailable(f"the server stopped answering ({error})") from None
 
     def _alive(self) -> bool:
         return self._task is not None and not self._task.done() and self.status == "ready"
@@ -255,6 +258,17 @@ async def _list_all(fetch: Callable[..., Awaitable[Any]], field: str) -> list[An
         if not cursor:
             break
     return items
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """The transport broke (process gone, stream closed, HTTP unreachable), not the request."""
+    import anyio
+    from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+    if getattr(exc, "code", None) == CONNECTION_CLOSED:
+        return True
+    broken = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
+    return isinstance(exc, broken) or type(exc).__module__.startswith("httpx")
 
 
 def describe_error(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ class MCPTools:
         self.manager = manager
         self.owned = owned
         self._signature: str | None = None
+        self._order: dict[str, int] = {}
 
     async def changed_tools(self, emit: EventSink, taken: Iterable[str]) -> list[Tool] | None:
         """Start the servers on the first call, take announced list changes on later ones;
@@ -33,12 +34,19 @@ class MCPTools:
         for message in await self.manager.start():
             emit(Notice("warning", message))
         await self.manager.refresh()
-        tools = build_tools(self.manager, taken)
+        tools = self._in_known_order(build_tools(self.manager, taken))
         signature = json.dumps([tool.schema() for tool in tools], sort_keys=True)
         if signature == self._signature:
             return None
         self._signature = signature
         return tools
+
+    def _in_known_order(self, tools: list[Tool]) -> list[Tool]:
+        """Tools seen before keep their places and new ones go last, so a change moves as
+        little of the cached prompt prefix as it can."""
+        for tool in tools:
+            self._order.setdefault(tool.name, len(self._order))
+        return sorted(tools, key=lambda tool: self._order[tool.name])
 
     def shared(self) -> MCPTools:
         return MCPTools(self.manager, owned=False)
