@@ -16,10 +16,10 @@ from typing import Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
 
-OPEN_SECTIONS = frozenset({"auxiliary", "fallback_providers", "command_allowlist"})
+OPEN_SECTIONS = frozenset({"auxiliary", "fallback_providers", "command_allowlist", "mcp_servers"})
 """Sections whose keys are the user's to choose (e.g. auxiliary.<task>.model)."""
 
-SECRET_MARKERS = ("key", "token", "secret", "password")
+SECRET_MARKERS = ("key", "token", "secret", "password", "authorization")
 
 
 def known_keys(tree: dict[str, Any], prefix: str = "") -> list[str]:

@@ -148,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8642; 0 picks a free one)")
     _add_model_options(serve)
+
+    from talaria.cli.mcp_cmd import add_parser as add_mcp_parser
+
+    add_mcp_parser(commands, _add_model_options)
     return parser
 
 
@@ -205,6 +209,12 @@ def _run_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def _run_mcp(args: argparse.Namespace) -> int:
+    from talaria.cli.mcp_cmd import run_mcp
+
+    return run_mcp(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": _run_chat,
     "sessions": _run_sessions,
@@ -213,6 +223,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": _run_demo,
     "usage": _run_usage,
     "serve": _run_serve,
+    "mcp": _run_mcp,
 }
 
 

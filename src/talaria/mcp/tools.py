@@ -29,8 +29,10 @@ RESOURCES_TOOL = "mcp_resources"
 _ARGUMENT_PREVIEW = 300
 
 
-def build_tools(manager: MCPManager, taken: Iterable[str] = ()) -> list[Tool]:
-    """Every offered tool of every server that has listed its tools, in config order."""
+def offered_tools(
+    manager: MCPManager, taken: Iterable[str] = ()
+) -> list[tuple[ServerConnection, Any, str]]:
+    """(connection, server tool, name the model sees) for every tool `tools:` lets through."""
     offered = [
         (connection, remote)
         for connection in manager.connections.values()
@@ -38,10 +40,12 @@ def build_tools(manager: MCPManager, taken: Iterable[str] = ()) -> list[Tool]:
         if connection.config.offers(remote.name)
     ]
     names = assign_names(((c.config.name, r.name) for c, r in offered), taken)
-    tools = [
-        _adapt(manager, connection, remote, name)
-        for (connection, remote), name in zip(offered, names, strict=True)
-    ]
+    return [(c, r, name) for (c, r), name in zip(offered, names, strict=True)]
+
+
+def build_tools(manager: MCPManager, taken: Iterable[str] = ()) -> list[Tool]:
+    """Every offered tool of every server that has listed its tools, in config order."""
+    tools = [_adapt(manager, c, r, name) for c, r, name in offered_tools(manager, taken)]
     if any(c.offers_resources for c in manager.connections.values()):
         tools.append(_resources_tool(manager))
     return tools
