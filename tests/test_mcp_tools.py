@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,14 @@ def test_resources_can_be_listed_and_read(tmp_path: Path) -> None:
         listing, content = tool_results(agent.run_conversation("what resources?"))
     assert "test\ttest://greeting\tgreeting" in listing
     assert "hello from a resource" in content
+
+
+def test_the_python_time_server(tmp_path: Path) -> None:
+    command = str(Path(sys.executable).with_name("mcp-server-time"))
+    servers = {"time": {"command": command, "args": ["--local-timezone", "UTC"], "approval": "allow"}}
+    script = [calls(("mcp__time__get_current_time", {"timezone": "Europe/Paris"})), text("ok")]
+    with ScriptedProvider(script) as server, scripted_agent(
+        server, tmp_path, mcp_servers=servers
+    ) as agent:
+        (answer,) = tool_results(agent.run_conversation("time in Paris?"))
+    assert json.loads(answer)["timezone"] == "Europe/Paris"
