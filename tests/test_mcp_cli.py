@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from mcp import Client, StdioServerParameters
-from mcp_support import REPO, TEST_SERVER
 
+from helpers import scripted_agent
+from mcp_support import REPO, TEST_SERVER, sdk_server
 from talaria.cli.main import main
 from talaria.testing import ScriptedProvider, calls, text
 
@@ -34,8 +37,12 @@ def test_add_list_remove_edit_the_config(
     assert main(["mcp", "list", "--home", home]) == 0
     listing = capsys.readouterr().out.splitlines()
     assert listing[0] == f"test (stdio, {sys.executable} {TEST_SERVER}) - ready"
-    assert listing[1:5] == ["  mcp__test__pid", "  mcp__test__shout", "  mcp__test__fail",
-                            "  mcp__test__grow"]
+    assert listing[1:5] == [
+        "  mcp__test__pid",
+        "  mcp__test__shout",
+        "  mcp__test__fail",
+        "  mcp__test__grow",
+    ]
     assert listing[5].startswith("web (http, http://127.0.0.1:9/mcp) - failed: could not start")
     assert "tok" not in "\n".join(listing)
     assert main(["mcp", "remove", "--home", home, "web"]) == 0
@@ -63,9 +70,22 @@ async def test_the_official_client_drives_talaria_mcp_serve(tmp_path: Path) -> N
     with ScriptedProvider(script) as provider:
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "talaria.cli.main", "mcp", "serve", "--home", str(tmp_path),
-                  "--model", "scripted-model", "--base-url", provider.openai_base_url,
-                  "--api-key", "test-key", "--toolsets", "file"],
+            args=[
+                "-m",
+                "talaria.cli.main",
+                "mcp",
+                "serve",
+                "--home",
+                str(tmp_path),
+                "--model",
+                "scripted-model",
+                "--base-url",
+                provider.openai_base_url,
+                "--api-key",
+                "test-key",
+                "--toolsets",
+                "file",
+            ],
             env={"PYTHONPATH": str(REPO / "src"), "PATH": os.environ["PATH"]},
             cwd=str(tmp_path),
         )
@@ -92,3 +112,37 @@ async def test_the_official_client_drives_talaria_mcp_serve(tmp_path: Path) -> N
     assert [s["session_id"] for s in sessions] == [task["session_id"]]
     assert sessions[0]["source"] == "mcp" and sessions[0]["messages"] == 6
     assert missing.is_error and "no-such-session" in missing.content[0].text
+
+
+class _ChatHost:
+    """Just what /prompt needs of the chat: the agent, a screen, and the next message."""
+
+    def __init__(self, agent: Any, tmp_path: Path) -> None:
+        from talaria.cli.render import Renderer
+
+        self.agent = agent
+        self.out = io.StringIO()
+        self.renderer = Renderer(self.out, color=False, cwd=tmp_path)
+        self.submitted: list[str] = []
+
+    def submit(self, text: str) -> None:
+        self.submitted.append(text)
+
+
+def test_server_prompts_are_slash_commands_in_the_chat(tmp_path: Path) -> None:
+    from talaria.cli.slash import build_registry
+
+    prompt = build_registry().get("prompt")
+    assert prompt is not None
+    with (
+        ScriptedProvider([]) as provider,
+        scripted_agent(provider, tmp_path, mcp_servers={"test": sdk_server()}) as agent,
+    ):
+        host = _ChatHost(agent, tmp_path)
+        prompt.handler(host, "")  # type: ignore[arg-type]
+        prompt.handler(host, "test:review 'topic=the parser'")  # type: ignore[arg-type]
+        prompt.handler(host, "test:nope")  # type: ignore[arg-type]
+    screen = host.out.getvalue()
+    assert "/prompt test:review topic=… - Ask for a review of a topic." in screen
+    assert host.submitted == ["Please review the parser carefully."]
+    assert "test:nope" in screen.splitlines()[-1]

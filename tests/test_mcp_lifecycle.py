@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from helpers import scripted_agent, tool_results
 from mcp_support import REPO, sdk_server, sent_tool_names
-
 from talaria.events import Notice
 from talaria.testing import ScriptedProvider, calls, text
 
@@ -28,9 +28,10 @@ def test_a_tool_list_change_is_seen_at_the_next_turn(tmp_path: Path, protocol: s
         text("done"),
     ]
     servers = {"test": sdk_server(protocol=protocol)}
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers=servers
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(server, tmp_path, mcp_servers=servers) as agent,
+    ):
         agent.chat("grow")
         result = agent.run_conversation("use the new tool")
         first_turn = [sent_tool_names(r.body) for r in server.requests[:2]]
@@ -51,9 +52,10 @@ def test_a_killed_server_gives_an_error_result_then_works_after_restart(tmp_path
         calls(("mcp__test__shout", {"text": "again"}), ("mcp__test__pid", {})),
         text("back"),
     ]
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers={"test": sdk_server()}
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(server, tmp_path, mcp_servers={"test": sdk_server()}) as agent,
+    ):
         pid = int(tool_results(agent.run_conversation("pid"))[-1])
         os.kill(pid, signal.SIGKILL)
         _wait_gone(pid)
@@ -99,9 +101,10 @@ def test_a_server_that_never_starts_times_out_with_a_notice(tmp_path: Path) -> N
 def test_approval_ask_with_no_approver_denies(tmp_path: Path) -> None:
     script = [calls(("mcp__test__shout", {"text": "secret"})), text("denied")]
     servers = {"test": sdk_server(approval="ask")}
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers=servers
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(server, tmp_path, mcp_servers=servers) as agent,
+    ):
         result = agent.run_conversation("shout")
     (denial,) = tool_results(result)
     assert denial.startswith("Denied") and "approval" in denial
@@ -120,10 +123,15 @@ def test_approval_ask_asks_the_approver_and_remembers_a_session_grant(tmp_path: 
         calls(("mcp__test__shout", {"text": "two"})),
         text("done"),
     ]
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers={"test": sdk_server(approval="ask")},
-        approval_callback=approve,
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(
+            server,
+            tmp_path,
+            mcp_servers={"test": sdk_server(approval="ask")},
+            approval_callback=approve,
+        ) as agent,
+    ):
         result = agent.run_conversation("shout twice")
     assert tool_results(result) == ["ONE", "TWO"]
     assert asked == ['test.shout({"text": "one"})']
@@ -137,9 +145,12 @@ def test_a_delegate_child_uses_the_parents_servers(tmp_path: Path) -> None:
         text("child pid"),
         text("done"),
     ]
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers={"test": sdk_server()}, toolsets=["delegation"]
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(
+            server, tmp_path, mcp_servers={"test": sdk_server()}, toolsets=["delegation"]
+        ) as agent,
+    ):
         result = agent.run_conversation("delegate")
         child_first, child_second = (r.body for r in server.requests[2:4])
     parent_pid = tool_results(result)[0]

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import MODES, scripted_agent, tool_results
-from mcp_support import everything, everything_http, npm_binary, sent_tool_names, sdk_server
 
+from helpers import MODES, scripted_agent, tool_results
+from mcp_support import everything, everything_http, npm_binary, sdk_server, sent_tool_names
 from talaria.testing import ScriptedProvider, calls, text
 
 
@@ -58,9 +58,10 @@ def test_error_results_structured_content_and_images(tmp_path: Path) -> None:
         text("done"),
     ]
     servers = {"test": sdk_server(), "everything": everything()}
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers=servers
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(server, tmp_path, mcp_servers=servers) as agent,
+    ):
         failed, structured, image = tool_results(agent.run_conversation("go"))
     assert failed.startswith("Error:") and "failed on purpose: nope" in failed
     assert json.loads(structured)["temperature"] is not None
@@ -74,10 +75,16 @@ def test_the_filesystem_server_reads_a_file(tmp_path: Path) -> None:
     shared.mkdir()
     (shared / "notes.txt").write_text("the answer is 42\n")
     files = {"command": npm_binary("mcp-server-filesystem"), "args": [str(shared)]}
-    script = [calls(("mcp__files__read_text_file", {"path": str(shared / "notes.txt")})), text("ok")]
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers={"files": {**files, "approval": "allow"}}
-    ) as agent:
+    script = [
+        calls(("mcp__files__read_text_file", {"path": str(shared / "notes.txt")})),
+        text("ok"),
+    ]
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(
+            server, tmp_path, mcp_servers={"files": {**files, "approval": "allow"}}
+        ) as agent,
+    ):
         result = agent.run_conversation("read the notes")
     assert server.invalid_requests == []
     assert "the answer is 42" in tool_results(result)[0]
@@ -88,9 +95,10 @@ def test_include_and_exclude_choose_the_offered_tools(tmp_path: Path) -> None:
         "a": sdk_server(tools={"include": ["shout", "pid"]}),
         "b": sdk_server(tools={"exclude": ["grow", "fail", "pid"]}),
     }
-    with ScriptedProvider([text("hi")]) as server, scripted_agent(
-        server, tmp_path, mcp_servers=servers
-    ) as agent:
+    with (
+        ScriptedProvider([text("hi")]) as server,
+        scripted_agent(server, tmp_path, mcp_servers=servers) as agent,
+    ):
         agent.chat("hi")
         names = sent_tool_names(server.requests[0].body)
     assert [n for n in names if n.startswith("mcp__")] == [
@@ -106,9 +114,10 @@ def test_resources_can_be_listed_and_read(tmp_path: Path) -> None:
         calls(("mcp_resources", {"action": "read", "server": "test", "uri": "test://greeting"})),
         text("done"),
     ]
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers={"test": sdk_server()}
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(server, tmp_path, mcp_servers={"test": sdk_server()}) as agent,
+    ):
         listing, content = tool_results(agent.run_conversation("what resources?"))
     assert "test\ttest://greeting\tgreeting" in listing
     assert "hello from a resource" in content
@@ -116,10 +125,13 @@ def test_resources_can_be_listed_and_read(tmp_path: Path) -> None:
 
 def test_the_python_time_server(tmp_path: Path) -> None:
     command = str(Path(sys.executable).with_name("mcp-server-time"))
-    servers = {"time": {"command": command, "args": ["--local-timezone", "UTC"], "approval": "allow"}}
+    servers = {
+        "time": {"command": command, "args": ["--local-timezone", "UTC"], "approval": "allow"}
+    }
     script = [calls(("mcp__time__get_current_time", {"timezone": "Europe/Paris"})), text("ok")]
-    with ScriptedProvider(script) as server, scripted_agent(
-        server, tmp_path, mcp_servers=servers
-    ) as agent:
+    with (
+        ScriptedProvider(script) as server,
+        scripted_agent(server, tmp_path, mcp_servers=servers) as agent,
+    ):
         (answer,) = tool_results(agent.run_conversation("time in Paris?"))
     assert json.loads(answer)["timezone"] == "Europe/Paris"

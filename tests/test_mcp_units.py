@@ -24,10 +24,16 @@ def test_the_claude_code_shape_parses_with_defaults() -> None:
         }
     )
     assert (stdio.transport, stdio.args, dict(stdio.env), stdio.approval) == (
-        "stdio", ("-y", "server"), {"A": "1"}, "ask"
+        "stdio",
+        ("-y", "server"),
+        {"A": "1"},
+        "ask",
     )
     assert (web.transport, web.url, web.timeout, web.startup_timeout) == (
-        "http", "https://example.test/mcp", 60.0, 20.0
+        "http",
+        "https://example.test/mcp",
+        60.0,
+        20.0,
     )
 
 
@@ -51,7 +57,7 @@ def test_a_bad_entry_is_one_clear_error(entry: object, message: str) -> None:
 
 
 def test_agent_construction_rejects_a_bad_server(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="mcp_servers.x needs exactly one"):
+    with pytest.raises(ConfigError, match=r"mcp_servers\.x needs exactly one"):
         Agent(model="m", api_key="k", home=tmp_path, mcp_servers={"x": {}})
 
 

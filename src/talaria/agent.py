@@ -230,6 +230,11 @@ class Agent:
         """The tools this agent offers the model, by name, in the order the model sees them."""
         return dict(self._ensure_runtime().tools)
 
+    @property
+    def tool_source(self) -> Any:
+        """Where tools that change between turns come from (the MCP servers; None: none)."""
+        return self._ensure_runtime().tool_source
+
     def warm_up(self) -> None:
         """Assemble everything the first turn needs now (SDK import, tools, store)."""
         self._ensure_runtime()

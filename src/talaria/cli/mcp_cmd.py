@@ -127,10 +127,10 @@ def _remove(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    import asyncio
+
     from talaria.config import Config
     from talaria.mcp.config import parse_servers
-
-    import asyncio
 
     config = Config.load(args.home)
     servers = parse_servers(config.get("mcp_servers"))

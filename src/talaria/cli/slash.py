@@ -304,6 +304,23 @@ def _reasoning(host: CommandHost, arg: str) -> None:
     host.renderer.note(f"· reasoning {'shown' if shown else 'hidden'}")
 
 
+def _prompt(host: CommandHost, arg: str) -> None:
+    from talaria.mcp.prompts import PromptError, prompt_listing, prompt_text
+
+    source = host.agent.tool_source
+    if source is None:
+        host.renderer.note("· no MCP servers configured (talaria mcp add)")
+        return
+    if not arg:
+        lines = prompt_listing(source.manager)
+        host.renderer.write("\n".join(f"  /prompt {line}" for line in lines) or "  no prompts")
+        return
+    try:
+        host.submit(prompt_text(source.manager, arg))
+    except PromptError as exc:
+        host.renderer.error(str(exc))
+
+
 def _quit(host: CommandHost, arg: str) -> None:
     host.quit()
 
@@ -356,6 +373,7 @@ def build_registry() -> SlashRegistry:
             immediate=True,
         ),
         SlashCommand("clear", "clear the screen and start a new session", _clear),
+        SlashCommand("prompt", "use an MCP server's prompt", _prompt, "[server:name k=v ...]"),
         SlashCommand("quit", "leave (also Ctrl+D)", _quit, immediate=True),
         SlashCommand("exit", "leave (the same as /quit)", _quit, immediate=True),
     ):

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from talaria.mcp.config import ServerConfig, expanded
 
@@ -104,7 +104,9 @@ class ServerConnection:
                     await self._stop.wait()
         except BaseException as exc:
             if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else ServerUnavailable("stopped"))
+                ready.set_exception(
+                    exc if isinstance(exc, Exception) else ServerUnavailable("stopped")
+                )
             elif self._stop is not None and not self._stop.is_set():
                 self.status, self.error = "crashed", describe_error(exc)
             if not isinstance(exc, Exception):
@@ -200,9 +202,10 @@ class ServerConnection:
     def _alive(self) -> bool:
         return self._task is not None and not self._task.done() and self.status == "ready"
 
-    def errlog(self) -> IO[str]:
+    def errlog(self) -> TextIO:
+        """The server's stderr goes here (logs/mcp/<server>.log), never to the terminal."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        return self.log_path.open("a", encoding="utf-8")
+        return open(self.log_path, "a", encoding="utf-8")  # closed with the transport
 
 
 class _Transport:

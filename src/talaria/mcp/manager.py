@@ -76,9 +76,9 @@ class MCPManager:
 
     async def start(self) -> list[str]:
         """Start every server not started yet, in parallel; one message per failure."""
-        return await self.run(self._start_all())
+        return await self.run(self.start_all())
 
-    async def _start_all(self) -> list[str]:
+    async def start_all(self) -> list[str]:
         if self._started:
             return []
         self._started = True

@@ -1,7 +1,8 @@
 """An MCP tool result as the text the model reads.
 
-Text parts are kept as written; structured content is given as JSON when there is no text; images and audio are saved under the home (`mcp/media/`) and named by path
-and type; embedded resources are inlined (text) or saved (binary); resource links are listed.
+Text parts are kept as written; structured content is given as JSON when there is no text;
+images and audio are saved under the home (`mcp/media/`) and named by path and type; embedded
+resources are inlined (text) or saved (binary); resource links are listed.
 `isError` makes the whole result an error result.
 """
 

@@ -164,9 +164,11 @@ def _connection(manager: MCPManager, server: str) -> ServerConnection:
 
 
 async def _list_resources(manager: MCPManager, server: str | None) -> str:
-    chosen = [_connection(manager, server)] if server else [
-        c for c in manager.connections.values() if c.offers_resources and c.status == "ready"
-    ]
+    chosen = (
+        [_connection(manager, server)]
+        if server
+        else [c for c in manager.connections.values() if c.offers_resources and c.status == "ready"]
+    )
     lines = []
     for connection in chosen:
 
