@@ -116,6 +116,7 @@ def test_approval_ask_asks_the_approver_and_remembers_a_session_grant(tmp_path: 
 
     def approve(request: Any) -> str:
         asked.append(request.command)
+        assert request.reason == """MCP server 'test' runs 'shout' with {"text": "one"}"""
         return "session"
 
     script = [
@@ -134,7 +135,7 @@ def test_approval_ask_asks_the_approver_and_remembers_a_session_grant(tmp_path: 
     ):
         result = agent.run_conversation("shout twice")
     assert tool_results(result) == ["ONE", "TWO"]
-    assert asked == ['test.shout({"text": "one"})']
+    assert asked == ["mcp__test__shout"], "a session grant covers the tool"
 
 
 def test_a_delegate_child_uses_the_parents_servers(tmp_path: Path) -> None:

@@ -115,9 +115,11 @@ def _assessor(
         shown = json.dumps(arguments, ensure_ascii=False)
         if len(shown) > _ARGUMENT_PREVIEW:
             shown = shown[:_ARGUMENT_PREVIEW] + "..."
+        # The command is the tool's name, so a session or always grant covers the tool
+        # (as in Claude Code), and `command_allowlist` may list `mcp__server__*`.
         return Assessment(
-            command=f"{config.name}.{remote_name}({shown})",
-            reason=f"MCP server {config.name!r} runs {remote_name!r} (approval: ask)",
+            command=name,
+            reason=f"MCP server {config.name!r} runs {remote_name!r} with {shown}",
             pattern=name,
         )
 
