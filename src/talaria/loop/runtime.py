@@ -103,7 +103,12 @@ class Runtime:
             self.tools.pop(name, None)
         self.tools.update((tool.name, tool) for tool in changed)
         self._source_names = [tool.name for tool in changed]
-        self.tool_schemas = [tool.schema() for tool in self.tools.values()]
+        schemas = [tool.schema() for tool in self.tools.values()]
+        if self.profile == "lean":
+            from talaria.prompt.profile import lean_schema
+
+            schemas = [lean_schema(schema) for schema in schemas]
+        self.tool_schemas = schemas
 
     def close(self) -> None:
         self.executor.shutdown()
