@@ -281,8 +281,15 @@ class Chat:
                 time.sleep(0.1)
 
     def _invalidate(self) -> None:
-        if self._prompt is not None:
-            self._prompt.app.invalidate()
+        """Redraw from any thread. Between two prompts the app has no loop: nothing to draw
+        then (prompt_toolkit would raise from the spinner's thread)."""
+        app = self._prompt.app if self._prompt is not None else None
+        if app is None or not app.is_running or app.loop is None:
+            return
+        try:
+            app.invalidate()
+        except RuntimeError:  # the prompt closed between the check and the call
+            return
 
     def _show_question(self, text: str, style: str) -> None:
         self.renderer.flush()
