@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from pg_cluster import _pg_shared_url, pg_clean_url, pg_server_url, pg_url  # noqa: F401
 from talaria.testing.server import ScriptedProvider
 
 

@@ -286,10 +286,12 @@ class Agent:
     @property
     def store(self) -> SessionStore:
         if self._store is None:
-            from talaria.store.sqlite import SQLiteSessionStore
+            from talaria.store.factory import open_store
 
             self.home.mkdir(parents=True, exist_ok=True)
-            self._store = SQLiteSessionStore(self.home / "state.db")
+            self._store = open_store(
+                self.config.get("store.url"), self.home, self.config.get("store", {})
+            )
         return self._store
 
     def close(self) -> None:

@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "command_allowlist": [],
     "retry": {"max_attempts": 3, "base_delay": 1.0, "max_delay": 30.0},
     "telemetry": {"enabled": False, "capture_content": False, "agent_name": "talaria"},
+    "store": {"url": None, "pool_size": 10},
 }
 
 BUDGET_KEYS = (

@@ -1,5 +1,6 @@
 """The SQLite on-disk format: the ordered migrations, how a canonical message maps onto a
-row of the messages table, and how a user's search text maps onto an FTS5 query.
+row of the messages table (shared with the PostgreSQL store), and how a user's search text maps
+onto an FTS5 query.
 
 `PRAGMA user_version` records how many migrations a database has had; opening a database runs
 the missing ones in one transaction. Never edit a released migration: append a new one.
@@ -8,11 +9,10 @@ the missing ones in one transaction. Never edit a released migration: append a n
 from __future__ import annotations
 
 import json
-import re
-import sqlite3
-from typing import Any
+from typing import Any, Protocol
 
-from talaria.store.base import SearchQueryError, StoreError, content_text
+from talaria.store.base import SessionInfo, StoreError, content_text
+from talaria.store.query import parse_query
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: sessions, messages (+ full-text index), per-session state.
@@ -113,13 +113,20 @@ USAGE_BUCKETS = (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
+PREVIEW_CHARS = 200
+
+
+class Row(Protocol):
+    """A result row by column name (sqlite3.Row, or a psycopg dict row)."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
 MESSAGE_COLUMNS = (
     "role, content, content_is_json, tool_calls, tool_call_id, name, reasoning, "
     "reasoning_details, extra"
 )
 _TEXT_COLUMNS = ("tool_call_id", "name", "reasoning")
-_OPERATORS = {"AND", "OR", "NOT"}
-_TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 
 
 def dumps(value: Any) -> str:
@@ -158,7 +165,7 @@ def encode_message(message: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def decode_message(row: sqlite3.Row) -> dict[str, Any]:
+def decode_message(row: Row) -> dict[str, Any]:
     message: dict[str, Any] = {"role": row["role"]}
     if row["content"] is not None:
         message["content"] = (
@@ -188,30 +195,28 @@ def search_body(message: dict[str, Any]) -> str:
 
 
 def fts_query(text: str) -> str:
-    """Turn free text into a safe FTS5 expression.
+    """Turn free text into a safe FTS5 expression (the rules are `parse_query`'s)."""
+    rendered = []
+    for term in parse_query(text):
+        quoted = '"' + term.text.replace('"', '""') + '"' + ("*" if term.prefix else "")
+        rendered.append(f"{term.operator} {quoted}" if term.operator else quoted)
+    return " ".join(rendered)
 
-    Every term becomes a quoted string, so punctuation (`c++`, `foo-bar`, `a/b.py`) is never
-    parsed as syntax. Balanced "double quotes" keep a phrase; a trailing `*` asks for a prefix;
-    upper-case OR / NOT between two terms are operators, AND is implied. Terms with no letter
-    or digit are dropped; if nothing is left the query is refused.
-    """
-    terms: list[str] = []
-    pending_op: str | None = None
-    for match in _TOKEN.finditer(text.replace("\x00", " ")):  # NUL ends a C string
-        phrase, word = match.group(1), match.group(2)
-        if word in _OPERATORS:
-            pending_op = word if terms and word != "AND" else None
-            continue
-        raw = phrase if phrase is not None else word.replace('"', " ")
-        prefix = phrase is None and raw.endswith("*")
-        raw = raw.rstrip("*") if prefix else raw
-        if not any(ch.isalnum() for ch in raw):
-            continue
-        term = '"' + raw.replace('"', '""') + '"' + ("*" if prefix else "")
-        terms.append(f"{pending_op} {term}" if pending_op and len(terms) else term)
-        pending_op = None
-    if not terms:
-        raise SearchQueryError(
-            f"search query {text!r} has no words to search for; use letters or digits"
-        )
-    return " ".join(terms)
+
+_INFO_FIELDS = (
+    "id", "title", "source", "model", "provider", "api_mode", "system_prompt",
+    "parent_session_id", "cwd", "created_at", "updated_at", "ended_at", "end_reason",
+    "message_count",
+)  # fmt: skip
+
+
+def session_info(row: Row) -> SessionInfo:
+    """A sessions row (with its `preview` columns) as the `SessionInfo` callers see."""
+    preview = row["preview"]
+    if preview is not None and row["preview_is_json"]:
+        preview = content_text(json.loads(preview))
+    return SessionInfo(
+        **{name: row[name] for name in _INFO_FIELDS},
+        usage=json.loads(row["usage"]),
+        preview=(preview or "")[:PREVIEW_CHARS],
+    )

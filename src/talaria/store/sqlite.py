@@ -28,7 +28,6 @@ from talaria.store.base import (
     TitleInUse,
     UsageRecord,
     busy_message,
-    content_text,
     lease_is_stale,
 )
 from talaria.store.schema import (
@@ -41,6 +40,7 @@ from talaria.store.schema import (
     encode_message,
     fts_query,
     search_body,
+    session_info,
 )
 
 T = TypeVar("T")
@@ -48,7 +48,6 @@ T = TypeVar("T")
 MIN_PREFIX = 6
 LEASE_RENEWAL = 120.0
 """Seconds an append extends its writer's lease by."""
-PREVIEW_CHARS = 200
 RANK_WINDOW = 2000
 """Search ranks (bm25) among at most this many of the newest matches: ranking costs about a
 microsecond per match, so a word found in every message must not rank the whole history."""
@@ -302,7 +301,7 @@ class SQLiteSessionStore:
     def _select_sessions(self, where: str, params: tuple[Any, ...]) -> list[SessionInfo]:
         sql = f"SELECT {_SESSION_COLUMNS} FROM sessions s {where}"
         rows = self._read(lambda c: c.execute(sql, params).fetchall())
-        return [_session_info(row) for row in rows]
+        return [session_info(row) for row in rows]
 
     def list_sessions(
         self, limit: int = 20, offset: int = 0, source: str | None = None
@@ -672,21 +671,3 @@ def _neighbours(conn: sqlite3.Connection, session_id: str, seq: int) -> list[dic
         (session_id, seq, session_id, seq),
     ).fetchall()
     return [decode_message(row) for row in sorted(rows, key=lambda r: r["seq"])]
-
-
-_INFO_FIELDS = (
-    "id", "title", "source", "model", "provider", "api_mode", "system_prompt",
-    "parent_session_id", "cwd", "created_at", "updated_at", "ended_at", "end_reason",
-    "message_count",
-)  # fmt: skip
-
-
-def _session_info(row: sqlite3.Row) -> SessionInfo:
-    preview = row["preview"]
-    if preview is not None and row["preview_is_json"]:
-        preview = content_text(json.loads(preview))
-    return SessionInfo(
-        **{name: row[name] for name in _INFO_FIELDS},
-        usage=json.loads(row["usage"]),
-        preview=(preview or "")[:PREVIEW_CHARS],
-    )
