@@ -49,3 +49,27 @@ def scripted_agent(
 
 def tool_results(result: dict[str, Any]) -> list[str]:
     return [m["content"] for m in result["messages"] if m["role"] == "tool"]
+
+
+def per_task_script(delay: float = 0.0, tool: str = "todo", arguments: Any = None) -> Any:
+    """A scripted model for batches: each task calls `tool` once (the todo list by default),
+    then answers "done: <its prompt>"; every reply waits `delay` seconds first."""
+    from talaria.testing import Script, call, text
+
+    def step(body: dict[str, Any]) -> Any:
+        messages = body.get("messages") or []
+        prompt = next(m["content"] for m in messages if m.get("role") == "user")
+        if messages[-1].get("role") == "user":
+            return call(tool, arguments or {}, delay=delay)
+        return text(f"done: {prompt}", delay=delay)
+
+    return Script(fallback=step)
+
+
+def asked_prompts(server: ScriptedProvider) -> list[str]:
+    """The user prompt of every request the server received, in order."""
+    prompts = []
+    for request in list(server.requests):
+        messages = request.body.get("messages") or []
+        prompts.append(next(m["content"] for m in messages if m.get("role") == "user"))
+    return prompts

@@ -225,12 +225,12 @@ def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> 
             info.id, store, system_message or info.system_prompt, history, next_seq=len(history)
         )
         todos = store.get_state(info.id, "todos")
-        if todos:
-            runtime.services.todos = type(runtime.services.todos).from_json(todos)
+        runtime.services.todos = type(runtime.services.todos).from_json(todos)
         return handle
     from talaria.loop.session import new_session_id
 
     new_id = session_id or new_session_id()
+    runtime.services.todos = type(runtime.services.todos)()  # a new session starts with none
     prompt = system_message or _system_prompt(agent, runtime)
     active = runtime.caller.chain.active
     store.create_session(

@@ -152,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     from talaria.cli.mcp_cmd import add_parser as add_mcp_parser
 
     add_mcp_parser(commands, _add_model_options)
+
+    from talaria.cli.batch_cmd import add_batch_parser
+
+    add_batch_parser(commands, _add_model_options)
     return parser
 
 
@@ -209,6 +213,12 @@ def _run_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def _run_batch(args: argparse.Namespace) -> int:
+    from talaria.cli.batch_cmd import run_batch_command
+
+    return run_batch_command(args)
+
+
 def _run_mcp(args: argparse.Namespace) -> int:
     from talaria.cli.mcp_cmd import run_mcp
 
@@ -224,6 +234,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "usage": _run_usage,
     "serve": _run_serve,
     "mcp": _run_mcp,
+    "batch": _run_batch,
 }
 
 
