@@ -16,7 +16,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "pg_throwaway.sh"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as sock:
@@ -34,7 +34,7 @@ def pg_server_url() -> Iterator[str]:
         pytest.fail("TALARIA_TEST_PG_URL is not set: .ci/run starts PostgreSQL and sets it")
     directory = Path(tempfile.mkdtemp(prefix="talaria-pg-"))
     started = subprocess.run(
-        ["bash", str(SCRIPT), "start", str(directory), str(_free_port())],
+        ["bash", str(SCRIPT), "start", str(directory), str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,

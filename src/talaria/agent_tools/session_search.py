@@ -135,4 +135,5 @@ SESSION_SEARCH_TOOL = Tool(
     handler=_session_search,
     toolset="session_search",
     context_param="ctx",
+    retry_safe=True,
 )

@@ -183,4 +183,5 @@ TASK_LIST_TOOL = Tool(
     handler=_todo,
     toolset="todo",
     context_param="ctx",
+    retry_safe=True,
 )

@@ -97,6 +97,9 @@ def _add_chat_options(chat: argparse.ArgumentParser) -> None:
         help="resume the most recent session",
     )
     _add_model_options(chat)
+    from talaria.cli.batch_cmd import add_temporal_options
+
+    add_temporal_options(chat)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,8 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(commands, _add_model_options)
 
     from talaria.cli.batch_cmd import add_batch_parser
+    from talaria.cli.durable_cmd import add_worker_parser
 
     add_batch_parser(commands, _add_model_options)
+    add_worker_parser(commands, _add_model_options)
     return parser
 
 
@@ -168,6 +173,13 @@ def _since(text: str) -> float | None:
 def _run_chat(args: argparse.Namespace) -> int:
     if args.query is None and not sys.stdin.isatty():
         args.query = ""  # `echo question | talaria`: the piped text is the prompt
+    if args.temporal:
+        from talaria.cli.durable_cmd import run_durable_chat
+
+        if args.query is None:
+            print("talaria: --temporal runs one turn: give it with -q", file=sys.stderr)
+            return EXIT_AGENT_FAILURE
+        return run_durable_chat(args)
     if args.query is not None:
         from talaria.cli.oneshot import run_oneshot
 
@@ -213,6 +225,12 @@ def _run_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def _run_worker(args: argparse.Namespace) -> int:
+    from talaria.cli.durable_cmd import run_worker_command
+
+    return run_worker_command(args)
+
+
 def _run_batch(args: argparse.Namespace) -> int:
     from talaria.cli.batch_cmd import run_batch_command
 
@@ -235,6 +253,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _run_serve,
     "mcp": _run_mcp,
     "batch": _run_batch,
+    "worker": _run_worker,
 }
 
 

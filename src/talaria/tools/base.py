@@ -36,6 +36,9 @@ class ToolContext:
     """Agent-level state for agent-level tools (store, memory, todos, delegation)."""
     sandbox: Any = None
     """The `SandboxPolicy` commands run under (None: unconfined)."""
+    idempotency_key: str = ""
+    """The same for every attempt at this one call (a durable worker retrying it after a
+    crash); a tool with side effects can use it to do them once. Empty in-process."""
 
 
 @dataclass(slots=True)
@@ -58,6 +61,10 @@ class Tool:
     assess: Callable[[dict[str, Any], Path, Path], Assessment | None] | None = None
     """The approval policy's verdict for a tool outside its own table (MCP tools): given the
     arguments, cwd and home, an Assessment when the call needs a yes, else None."""
+    retry_safe: bool = False
+    """Running it again for the same call does no harm (it only reads, or it is idempotent,
+    e.g. by `ToolContext.idempotency_key`). A durable worker reruns a call that a crash cut
+    short only for such tools; others are reported as interrupted instead of run twice."""
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:

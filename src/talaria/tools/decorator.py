@@ -54,6 +54,7 @@ def tool(
     timeout: float | None = None,
     check: Callable[[], bool] | None = None,
     max_result_chars: int | None = None,
+    retry_safe: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -68,6 +69,7 @@ def tool(
     timeout: float | None = None,
     check: Callable[[], bool] | None = None,
     max_result_chars: int | None = None,
+    retry_safe: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a function; use as `@tool`, `@tool()` or `@tool(name=..., ...)`.
 
@@ -92,6 +94,7 @@ def tool(
             check=check,
             timeout=timeout,
             max_result_chars=max_result_chars,
+            retry_safe=retry_safe,
         )
         functools.update_wrapper(made, function, updated=())
         return made

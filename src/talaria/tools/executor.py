@@ -155,6 +155,11 @@ class ToolExecutor:
                 for task in tasks
             ]
 
+    async def run_call(self, call: ToolCall, ctx: ToolContext, emit: EventSink) -> CallOutcome:
+        """One call from start to finish, on its own (a durable worker runs each call as one
+        activity; the batch logic above stays with the turn)."""
+        return await self._run_one(call, ctx, emit)
+
     async def _run_one(self, call: ToolCall, ctx: ToolContext, emit: EventSink) -> CallOutcome:
         with self.telemetry.tool_call(call.name, call.id) as observed:
             return await self._run_observed(call, ctx, emit, observed)

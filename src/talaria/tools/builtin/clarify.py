@@ -55,4 +55,5 @@ CLARIFY_TOOL = Tool(
     toolset="clarify",
     interactive=True,
     context_param="ctx",
+    retry_safe=True,
 )

@@ -382,6 +382,7 @@ READ_FILE_TOOL = Tool(
     handler=read_file,
     toolset="file",
     context_param="ctx",
+    retry_safe=True,
 )
 WRITE_FILE_TOOL = Tool(
     name="write_file",
@@ -397,6 +398,7 @@ WRITE_FILE_TOOL = Tool(
     handler=write_file,
     toolset="file",
     context_param="ctx",
+    retry_safe=True,
 )
 PATCH_TOOL = Tool(
     name="patch",
@@ -438,6 +440,7 @@ SEARCH_FILES_TOOL = Tool(
     handler=search_files,
     toolset="file",
     context_param="ctx",
+    retry_safe=True,
 )
 
 FILE_TOOLS = [READ_FILE_TOOL, WRITE_FILE_TOOL, PATCH_TOOL, SEARCH_FILES_TOOL]

@@ -1,0 +1,431 @@
+"""The worker side of a durable turn: the activities that touch the world.
+
+A worker holds one assembled agent per set of turn overrides (model client, tools, plugins,
+the approval policy) and one session store shared by all of them. `model_call` runs one
+request on the real client and streams its deltas back to the workflow; `tool_call` runs the
+real executor's steps for one call. Both heartbeat, so a dead worker is noticed within the
+heartbeat timeout and the activity moves to another worker.
+
+Exactly-once tool effects: a call's final result is written to the session store under its
+idempotency key before the activity completes, so a retry after a crash returns that result
+instead of running the tool again. A crash *during* a tool leaves no result: a `retry_safe`
+tool runs again with the same `ToolContext.idempotency_key`; any other tool is reported to
+the model as interrupted and is never run twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+
+from talaria.durable.protocol import (
+    AGENT_OVERRIDES,
+    FinishInput,
+    ModelCallInput,
+    ToolCallInput,
+    ToolCallOutput,
+    TurnInput,
+    TurnSetup,
+    Unsaved,
+    approval_request_id,
+    clarify_request_id,
+    error_to_dict,
+    event_to_dict,
+    request_from_dict,
+    response_to_dict,
+)
+from talaria.events import Event, ReasoningDelta, TextDelta, ToolCallGenerated
+from talaria.providers.base import ToolCall, Usage
+from talaria.providers.caller import Watchdog
+from talaria.providers.errors import ProviderError
+from talaria.tools.approval import ApprovalRequest, ApprovalState
+from talaria.tools.base import ToolContext
+
+if TYPE_CHECKING:
+    from talaria.agent import Agent
+    from talaria.loop.runtime import Runtime
+
+log = logging.getLogger("talaria.durable")
+
+LOOP_SETTINGS = (
+    "model.max_tokens", "prompt_caching.enabled", "prompt_caching.ttl", "retry.max_attempts",
+    "retry.base_delay", "retry.max_delay", "approvals.timeout", "agent.tool_timeout",
+    "durable.heartbeat_timeout", "durable.model_call_timeout",
+)  # fmt: skip
+"""The settings the workflow's copy of the loop reads; it gets these and nothing else."""
+
+NOT_RETRIED = (
+    "Interrupted: the worker running this call stopped before it finished. {name} is not "
+    "safe to run twice, so it was not run again; it may or may not have taken effect. Check "
+    "before calling it again."
+)
+
+
+class WorkerAgents:
+    """The agents of one worker process, one per distinct set of turn overrides."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        from talaria.config import Config
+        from talaria.store.factory import open_store
+
+        self.options = options
+        config = Config.load(options.get("home"), overrides=options.get("config"))
+        self.store = open_store(config.get("store.url"), config.home, config.get("store", {}))
+        self._agents: dict[str, tuple[Agent, Runtime]] = {}
+
+    def get(self, overrides: dict[str, Any]) -> tuple[Agent, Runtime]:
+        key = repr(sorted((k, repr(v)) for k, v in overrides.items() if k in AGENT_OVERRIDES))
+        if key not in self._agents:
+            from talaria.agent import Agent
+            from talaria.loop.assemble import assemble_runtime
+
+            kwargs = {**self.options, "store": self.store, "clarify_callback": _asked_per_call}
+            kwargs.update({k: v for k, v in overrides.items() if k in AGENT_OVERRIDES})
+            if "max_turns" in kwargs:
+                kwargs["max_iterations"] = kwargs.pop("max_turns")
+            agent = Agent(**kwargs)
+            self._agents[key] = (agent, assemble_runtime(agent))
+        return self._agents[key]
+
+    def warm_up(self) -> None:
+        """Assemble the default agent and its model clients now (on the worker's loop): the
+        first SDK import and client take seconds, and an activity doing that work instead
+        would miss its heartbeats and be taken for dead."""
+        _, runtime = self.get({})
+        for entry in runtime.caller.chain.entries:
+            try:
+                entry.client()
+            except Exception as exc:
+                log.warning("model client %s not ready: %s", entry.label, exc)
+
+    async def aclose(self) -> None:
+        for agent, runtime in self._agents.values():
+            await runtime.caller.chain.aclose()
+            runtime.executor.shutdown()
+            agent._store = None  # the shared store is closed once, below
+        self.store.close()
+
+
+def _asked_per_call(question: str, choices: list[str] | None) -> str:
+    """Placeholder that offers the clarify tool; each call gets the workflow's answer."""
+    raise RuntimeError("clarify answers come from the workflow")
+
+
+class TurnActivities:
+    def __init__(self, agents: WorkerAgents) -> None:
+        self.agents = agents
+
+    @activity.defn(name="open_turn")
+    async def open_turn(self, turn: TurnInput) -> TurnSetup:
+        """Resume or start the session; describe the chain, tools and settings to the turn."""
+        from talaria.loop.assemble import open_session
+
+        agent, runtime = self.agents.get(turn.agent)
+        agent.session_id = turn.session_ref
+        session = open_session(agent, runtime, turn.system_message)
+        agent.session_id = None
+        return TurnSetup(
+            session_id=session.id,
+            system_prompt=session.system_prompt,
+            history=session.history,
+            chain=[
+                {
+                    "model": e.model,
+                    "provider": e.provider,
+                    "api_mode": e.api_mode,
+                    "base_url": e.spec.base_url if e.spec else "",
+                }
+                for e in runtime.caller.chain.entries
+            ],
+            tools=[
+                _describe(tool, schema)
+                for tool, schema in zip(runtime.tools.values(), runtime.tool_schemas, strict=True)
+            ],
+            config=_loop_settings(agent),
+            max_iterations=agent.max_iterations,
+            stream=bool(agent.stream),
+            task_id=turn.task_id or runtime.new_id(),
+        )
+
+    @activity.defn(name="model_call")
+    async def model_call(self, call: ModelCallInput) -> dict[str, Any]:
+        """One request on the real client (with the stream watchdog); errors come back as
+        data so that the turn's own retry and fallback policy decides what happens next."""
+        _, runtime = self.agents.get(call.agent)
+        self._save(call.session_id, call.unsaved)
+        entry = runtime.caller.chain.entries[call.entry]
+        request = request_from_dict(call.request)
+        deltas = _DeltaForwarder(activity.info().workflow_id or "", call.deltas)
+        settings = runtime.caller.settings
+        watch = Watchdog(deltas, settings.first_byte_timeout, settings.idle_timeout)
+        hook_args = {"session_id": call.session_id, "task_id": call.task_id}
+        runtime.hooks.emit("pre_llm_call", request=request, **hook_args)
+        async with _heartbeating(deltas.flush):
+            try:
+                client = entry.client()
+                response = await watch.guard(
+                    client.complete(request, watch), streaming=request.stream
+                )
+            except ProviderError as error:
+                return {"error": error_to_dict(error)}
+        runtime.hooks.emit("post_llm_call", response=response, **hook_args)
+        return {"response": response_to_dict(response)}
+
+    @activity.defn(name="tool_call")
+    async def tool_call(self, call: ToolCallInput) -> ToolCallOutput:
+        agent, runtime = self.agents.get(call.agent)
+        key = f"{activity.info().workflow_id}:{call.call['id']}"
+        ledger = _Ledger(self.agents.store, call.session_id, f"durable:{key}")
+        recorded = ledger.read()
+        if recorded is not None and recorded.get("status") == "done":
+            return ToolCallOutput(**recorded["output"])
+        tool = runtime.tools.get(call.call["name"])
+        retry_safe = tool is None or tool.retry_safe
+        if recorded is not None and not retry_safe:
+            return ledger.done(ToolCallOutput(NOT_RETRIED.format(name=call.call["name"]), True))
+        if not retry_safe:
+            ledger.start()
+        output = await self._run_tool(agent, runtime, call, key)
+        if output.needs is not None:
+            ledger.clear()
+            return output
+        return ledger.done(output)
+
+    async def _run_tool(
+        self, agent: Agent, runtime: Runtime, call: ToolCallInput, key: str
+    ) -> ToolCallOutput:
+        bridge = _AnswerBridge(call.call["id"], call.answers)
+        executor = copy.copy(runtime.executor)  # shares the thread pool; own approval state
+        base = agent.approvals
+        executor.approvals = ApprovalState(
+            mode=base.mode,
+            allowlist=base.allowlist,
+            session_grants=set(call.session_grants),
+            persist_allowlist=base.persist_allowlist,
+        )
+        executor.approver = bridge.approve if call.interactive else None
+        events: list[dict[str, Any]] = []
+        ctx = ToolContext(
+            task_id=call.task_id,
+            session_id=call.session_id,
+            cwd=runtime.cwd,
+            home=runtime.home,
+            interrupt=threading.Event(),
+            emit=lambda event: events.append(event_to_dict(event)),
+            call_id=call.call["id"],
+            clarify=bridge.clarify if call.interactive else None,
+            services=self._services(runtime, call.session_id),
+            idempotency_key=key,
+        )
+        async with _heartbeating():
+            try:
+                outcome = await executor.run_call(ToolCall(**call.call), ctx, ctx.emit)
+            except asyncio.CancelledError:
+                ctx.interrupt.set()  # the turn was interrupted: let the tool stop
+                raise
+        if bridge.needs is not None:
+            return ToolCallOutput(needs=bridge.needs)
+        return ToolCallOutput(
+            outcome.content,
+            outcome.is_error,
+            outcome.halt,
+            session_grants=sorted(executor.approvals.session_grants),
+            events=events,
+        )
+
+    def _services(self, runtime: Runtime, session_id: str) -> Any:
+        """The agent tools' state for this session (one worker serves many sessions)."""
+        services = runtime.services
+        todos = self.agents.store.get_state(session_id, "todos")
+        return dataclasses.replace(
+            services, session_id=session_id, todos=type(services.todos).from_json(todos)
+        )
+
+    def _save(self, session_id: str, unsaved: Unsaved | None) -> None:
+        """Append the turn's new messages (idempotent by seq: a retried activity may again)."""
+        if unsaved is not None:
+            items = list(enumerate(unsaved.messages, start=unsaved.first_seq))
+            self.agents.store.append_messages(session_id, items)
+
+    @activity.defn(name="finish_turn")
+    async def finish_turn(self, finish: FinishInput) -> None:
+        """Save the last messages; add the turn's usage to the session's totals."""
+        self._save(finish.session_id, finish.unsaved)
+        store = self.agents.store
+        info = store.get_session(finish.session_id)
+        totals = Usage.from_dict(info.usage if info and info.usage else {})
+        totals.add(Usage.from_dict(finish.usage))
+        store.update_session(
+            finish.session_id,
+            usage=totals.to_dict(),
+            model=finish.model or None,
+            provider=finish.provider or None,
+            api_mode=finish.api_mode or None,
+        )
+
+    def all(self) -> list[Callable[..., Awaitable[Any]]]:
+        return [
+            self.open_turn,
+            self.model_call,
+            self.tool_call,
+            self.finish_turn,
+        ]
+
+
+def _describe(tool: Any, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "schema": schema,
+        "interactive": tool.interactive,
+        "retry_safe": tool.retry_safe,
+        "timeout": tool.timeout,
+    }
+
+
+def _loop_settings(agent: Agent) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for dotted in LOOP_SETTINGS:
+        value = agent.config.get(dotted)
+        if value is not None:
+            section, _, name = dotted.partition(".")
+            settings.setdefault(section, {})[name] = value
+    return settings
+
+
+class _Ledger:
+    """One call's entry in the session store: started, then done with its output."""
+
+    def __init__(self, store: Any, session_id: str, key: str) -> None:
+        self.store, self.session_id, self.key = store, session_id, key
+
+    def read(self) -> dict[str, Any] | None:
+        value = self.store.get_state(self.session_id, self.key)
+        return value if isinstance(value, dict) else None
+
+    def start(self) -> None:
+        self.store.set_state(self.session_id, self.key, {"status": "started"})
+
+    def clear(self) -> None:
+        self.store.set_state(self.session_id, self.key, None)
+
+    def done(self, output: ToolCallOutput) -> ToolCallOutput:
+        entry = {"status": "done", "output": dataclasses.asdict(output)}
+        self.store.set_state(self.session_id, self.key, entry)
+        return output
+
+
+class _AnswerBridge:
+    """Answers the executor's approver and the clarify tool from the workflow's answers; a
+    question without an answer yet is noted (`needs`) and the call does not run."""
+
+    def __init__(self, call_id: str, answers: dict[str, str]) -> None:
+        self.call_id = call_id
+        self.answers = answers
+        self.needs: dict[str, Any] | None = None
+
+    def approve(self, request: ApprovalRequest) -> str:
+        request_id = approval_request_id(self.call_id)
+        if request_id in self.answers:
+            return self.answers[request_id]
+        self.needs = {
+            "kind": "approval",
+            "request_id": request_id,
+            "call_id": self.call_id,
+            "tool_name": request.tool_name,
+            "command": request.command,
+            "reason": request.reason,
+            "arguments": request.arguments,
+            "pattern": request.pattern,
+            "choices": ["once", "session", "always", "deny"],
+        }
+        return "deny"
+
+    def clarify(self, question: str, choices: list[str] | None) -> str:
+        request_id = clarify_request_id(self.call_id)
+        if request_id in self.answers:
+            return self.answers[request_id]
+        self.needs = {
+            "kind": "clarify",
+            "request_id": request_id,
+            "call_id": self.call_id,
+            "question": question,
+            "choices": choices,
+        }
+        raise _NeedsAnswer(request_id)
+
+
+class _NeedsAnswer(Exception):
+    """Stops a clarify call that has no answer yet (the executor turns it into a result
+    that the activity discards)."""
+
+
+class _DeltaForwarder:
+    """A StreamHandler that sends the stream's deltas to the workflow in small batches (each
+    batch is a signal: one history event and one workflow task)."""
+
+    def __init__(self, workflow_id: str, enabled: bool) -> None:
+        self.workflow_id = workflow_id
+        self.enabled = enabled
+        self.buffer: list[dict[str, Any]] = []
+
+    def _add(self, event: Event) -> None:
+        if self.enabled:
+            self.buffer.append(event_to_dict(event))
+
+    def text(self, delta: str) -> None:
+        if delta:
+            self._add(TextDelta(delta))
+
+    def reasoning(self, delta: str) -> None:
+        if delta:
+            self._add(ReasoningDelta(delta))
+
+    def tool_call(self, index: int, call_id: str, name: str) -> None:
+        self._add(ToolCallGenerated(index, call_id, name))
+
+    def tool_arguments(self, index: int, delta: str) -> None:
+        pass
+
+    async def flush(self) -> None:
+        if not self.buffer:
+            return
+        batch, self.buffer = self.buffer, []
+        try:
+            await activity.client().get_workflow_handle(self.workflow_id).signal("stream", batch)
+        except Exception:  # the deltas are a courtesy; the answer itself is the result
+            log.debug("could not forward %d deltas", len(batch), exc_info=True)
+
+
+@asynccontextmanager
+async def _heartbeating(
+    flush: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[None]:
+    """Heartbeat (and forward deltas) while the body runs, so Temporal can tell a slow call
+    from a dead worker."""
+    timeout = activity.info().heartbeat_timeout
+    interval = min(0.25, timeout.total_seconds() / 4) if timeout else 0.25
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            if flush is not None:
+                await flush()
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        if flush is not None:
+            await flush()

@@ -1,0 +1,168 @@
+"""What crosses the Temporal boundary: inputs and outputs of the turn workflow and of its
+activities, plus the JSON forms of the loop's own types (requests, responses, events).
+
+Everything here is plain data (JSON-friendly dataclasses and dicts) and imports nothing with
+side effects, because the workflow sandbox imports it too. Secrets never enter these types:
+API keys stay on the workers, so the workflow history holds none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from talaria.providers.base import ModelRequest, ModelResponse, ToolCall, Usage
+from talaria.providers.errors import ErrorKind, ProviderError
+
+WORKFLOW_NAME = "TalariaTurn"
+AGENT_OVERRIDES = ("model", "provider", "base_url", "api_mode", "toolsets", "max_turns")
+"""What one turn may choose differently from the worker's defaults (never the API key)."""
+
+
+@dataclass
+class TurnInput:
+    user_message: str
+    session_ref: str | None = None
+    """A session id, title or "latest" to continue; None starts a new session."""
+    system_message: str | None = None
+    task_id: str = ""
+    agent: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the worker's agent settings, keys from `AGENT_OVERRIDES`."""
+    answers: bool = False
+    """A client answers approvals and clarify questions; otherwise the headless rule holds
+    (approvals are denied, clarify is not offered)."""
+    deltas: bool = True
+    """Stream the model's deltas into the event log (off for batches: nobody watches)."""
+
+
+@dataclass
+class TurnSetup:
+    """What the worker knows and the workflow needs: the session as stored, the model chain,
+    the tools, and the settings of talaria's own policy (retries, timeouts)."""
+
+    session_id: str
+    system_prompt: str | None
+    history: list[dict[str, Any]]
+    chain: list[dict[str, str]]
+    tools: list[dict[str, Any]]
+    """Per tool: name, schema, interactive, retry_safe, timeout."""
+    config: dict[str, Any]
+    """The settings the loop reads (model.max_tokens, prompt_caching, retry, ...)."""
+    max_iterations: int
+    stream: bool
+    task_id: str
+
+
+@dataclass
+class Unsaved:
+    """Messages the session store does not hold yet, numbered from `first_seq`."""
+
+    first_seq: int
+    messages: list[dict[str, Any]]
+
+
+@dataclass
+class ModelCallInput:
+    session_id: str
+    task_id: str
+    entry: int
+    """Which entry of the chain (0 the primary, then the fallbacks)."""
+    request: dict[str, Any]
+    agent: dict[str, Any] = field(default_factory=dict)
+    unsaved: Unsaved | None = None
+    """Saved before the request is sent (invariant 3), in the same activity."""
+    deltas: bool = True
+
+
+@dataclass
+class ToolCallInput:
+    session_id: str
+    task_id: str
+    call: dict[str, str]
+    answers: dict[str, str] = field(default_factory=dict)
+    """Answers to the requests this call raised before, by request id."""
+    session_grants: list[str] = field(default_factory=list)
+    interactive: bool = False
+    agent: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolCallOutput:
+    content: str = ""
+    is_error: bool = False
+    halt: str | None = None
+    needs: dict[str, Any] | None = None
+    """An approval or clarify request the call must have answered before it can run."""
+    session_grants: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class FinishInput:
+    session_id: str
+    usage: dict[str, Any]
+    model: str = ""
+    provider: str = ""
+    api_mode: str = ""
+    unsaved: Unsaved | None = None
+
+
+def approval_request_id(call_id: str) -> str:
+    """Request ids come from the call id, so a replayed or retried call asks the same one."""
+    return f"approval:{call_id}"
+
+
+def clarify_request_id(call_id: str) -> str:
+    return f"clarify:{call_id}"
+
+
+# -- JSON forms of the loop's types ---------------------------------------------------------
+
+
+def request_to_dict(request: ModelRequest) -> dict[str, Any]:
+    return dataclasses.asdict(request)
+
+
+def request_from_dict(data: dict[str, Any]) -> ModelRequest:
+    return ModelRequest(**data)
+
+
+def response_to_dict(response: ModelResponse) -> dict[str, Any]:
+    return dataclasses.asdict(response)
+
+
+def response_from_dict(data: dict[str, Any]) -> ModelResponse:
+    fields = dict(data)
+    fields["tool_calls"] = [ToolCall(**call) for call in fields.get("tool_calls") or []]
+    fields["usage"] = Usage(**(fields.get("usage") or {}))
+    return ModelResponse(**fields)
+
+
+def error_to_dict(error: ProviderError) -> dict[str, Any]:
+    return {
+        "message": error.message,
+        "kind": error.kind.value,
+        "status": error.status,
+        "retry_after": error.retry_after,
+        "provider": error.provider,
+        "model": error.model,
+        "output_started": error.output_started,
+    }
+
+
+def error_from_dict(data: dict[str, Any]) -> ProviderError:
+    return ProviderError(
+        data["message"],
+        kind=ErrorKind(data["kind"]),
+        status=data.get("status"),
+        retry_after=data.get("retry_after"),
+        provider=data.get("provider") or "",
+        model=data.get("model") or "",
+        output_started=bool(data.get("output_started")),
+    )
+
+
+def event_to_dict(event: Any) -> dict[str, Any]:
+    """An engine event as `{"type": "<class name>", ...its fields}`."""
+    return {"type": type(event).__name__, **dataclasses.asdict(event)}

@@ -1,0 +1,272 @@
+"""The loop's seams, as the turn workflow fills them: each model call and each tool call is an
+activity, the store is a queue saved by an activity, events go into a log clients can query.
+
+`run_turn` itself is unchanged: it sees a `ModelClient`, a `ToolExecutor`, a store and an
+interrupt signal as it does in-process. Only deterministic work happens here; everything that
+touches the world happens on a worker, inside an activity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy as ActivityRetry
+
+from talaria.durable.protocol import (
+    ModelCallInput,
+    ToolCallInput,
+    ToolCallOutput,
+    Unsaved,
+    error_from_dict,
+    event_to_dict,
+    request_to_dict,
+    response_from_dict,
+)
+from talaria.events import Event
+from talaria.loop.interrupt import InterruptSignal
+from talaria.plugins.hooks import HookBus
+from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall
+from talaria.tools.approval import ApprovalState
+from talaria.tools.base import Tool, ToolContext
+from talaria.tools.executor import CallOutcome, ToolExecutor
+
+INFRA_RETRY = ActivityRetry(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=20
+)
+"""Temporal retries an activity only when its worker failed (a crash, a lost heartbeat):
+provider errors come back as data and talaria's own retry policy handles them."""
+
+
+@dataclass
+class ActivityTimeouts:
+    heartbeat: float
+    model_call: float
+    tool_default: float
+    request: float
+    """How long an approval or clarify question waits for an answer."""
+
+    def options(self, seconds: float, *, heartbeat: bool = True) -> dict[str, Any]:
+        """Activity options; calls that can run long heartbeat, short store writes do not."""
+        options: dict[str, Any] = {
+            "start_to_close_timeout": timedelta(seconds=seconds),
+            "retry_policy": INFRA_RETRY,
+        }
+        if heartbeat:
+            options["heartbeat_timeout"] = timedelta(seconds=self.heartbeat)
+        return options
+
+
+class EventLog:
+    """Every event of the turn in order, as dicts; clients read it with a query."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event_to_dict(event))
+
+    def extend(self, events: list[dict[str, Any]]) -> None:
+        self.events.extend(events)
+
+
+class WorkflowInterrupt(InterruptSignal):
+    """The interrupt signal on the workflow's event loop, which has no thread-safe callbacks:
+    a signal handler runs on that loop, so the waiters are woken directly."""
+
+    def set(self, message: str | None = None) -> None:
+        if message is not None:
+            self.message = message
+        self.event.set()
+        waiters, self._waiters = self._waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+
+class PendingStore:
+    """The store as `SessionHandle` sees it: appends queue up here, and the next activity that
+    writes (the next model call, or the end of the turn) saves them first."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[int, dict[str, Any]]] = []
+
+    def append_messages(self, session_id: str, items: list[tuple[int, dict[str, Any]]]) -> None:
+        self.pending.extend(items)
+
+    def take(self) -> Unsaved | None:
+        if not self.pending:
+            return None
+        items, self.pending = self.pending, []
+        return Unsaved(items[0][0], [message for _, message in items])
+
+
+@dataclass
+class TurnScope:
+    """What every activity of one turn needs to know about it."""
+
+    session_id: str
+    task_id: str
+    agent: dict[str, Any]
+    answers: bool
+    deltas: bool
+    timeouts: ActivityTimeouts
+    store: PendingStore
+    log: EventLog
+
+
+class ActivityModelClient:
+    """A `ModelClient` whose call is the `model_call` activity on a worker (entry `index` of
+    the worker's chain). The activity saves the queued messages first (invariant 3)."""
+
+    def __init__(self, scope: TurnScope, index: int, entry: dict[str, str]) -> None:
+        self.scope = scope
+        self.index = index
+        self.provider = entry["provider"]
+        self.model = entry["model"]
+        self.api_mode = entry["api_mode"]
+        self.base_url = entry["base_url"]
+
+    async def complete(self, request: ModelRequest, stream: StreamHandler) -> ModelResponse:
+        scope = self.scope
+        outcome = await workflow.execute_activity(
+            "model_call",
+            ModelCallInput(
+                scope.session_id,
+                scope.task_id,
+                self.index,
+                request_to_dict(request),
+                scope.agent,
+                unsaved=scope.store.take(),
+                deltas=scope.deltas,
+            ),
+            result_type=dict,
+            **scope.timeouts.options(scope.timeouts.model_call),
+        )
+        if outcome.get("error"):
+            raise error_from_dict(outcome["error"])
+        return response_from_dict(outcome["response"])
+
+    async def aclose(self) -> None:
+        pass
+
+
+@dataclass
+class PendingRequests:
+    """Approvals and clarify questions waiting for a client's answer (the `respond` update)."""
+
+    log: EventLog
+    timeout: float
+    answers: dict[str, str] = field(default_factory=dict)
+    open: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def respond(self, request_id: str, answer: str) -> bool:
+        """False when the request is not (or no longer) waiting, as `agent.respond` says."""
+        if request_id not in self.open or request_id in self.answers:
+            return False
+        self.answers[request_id] = answer
+        return True
+
+    async def ask(self, needs: dict[str, Any]) -> str | None:
+        """The answer, or None when none came within the timeout."""
+        request_id = needs["request_id"]
+        kind = needs["kind"]
+        self.open[request_id] = needs
+        event = "ApprovalRequested" if kind == "approval" else "ClarifyRequested"
+        self.log.extend([{"type": event, **{k: v for k, v in needs.items() if k != "kind"}}])
+        reason = "timeout"
+        try:
+            await workflow.wait_condition(lambda: request_id in self.answers, timeout=self.timeout)
+            answer = self.answers[request_id]
+            self.log.extend([_resolution("RequestResolved", request_id, kind, answer=answer)])
+            return answer
+        except TimeoutError:
+            return None
+        except asyncio.CancelledError:
+            reason = "interrupted"
+            raise
+        finally:
+            self.open.pop(request_id, None)
+            if request_id not in self.answers:
+                self.log.extend([_resolution("RequestWithdrawn", request_id, kind, reason=reason)])
+
+
+def _resolution(event: str, request_id: str, kind: str, **fields: str) -> dict[str, Any]:
+    return {"type": event, "request_id": request_id, "kind": kind, **fields}
+
+
+class ActivityToolExecutor(ToolExecutor):
+    """The real executor's batching, ordering and interrupt handling; each single call runs as
+    the `tool_call` activity, which runs the real executor's per-call steps on a worker.
+
+    A call that needs an answer (approval, clarify) comes back unrun with the request; the
+    workflow waits for the answer and runs the call again with it.
+    """
+
+    def __init__(self, tools: dict[str, Tool], scope: TurnScope, requests: PendingRequests):
+        # no plugin code and no approval policy here: both run on the workers, per call
+        super().__init__(tools=tools, hooks=HookBus(), approvals=ApprovalState(), approver=None)
+        self.scope = scope
+        self.requests = requests
+        self.session_grants: set[str] = set()
+
+    async def _run_one(self, call: ToolCall, ctx: ToolContext, emit: Callable[..., Any]) -> Any:
+        scope = self.scope
+        tool = self.tools.get(call.name)
+        seconds = (tool.timeout if tool else None) or scope.timeouts.tool_default
+        answers: dict[str, str] = {}
+        while True:
+            out: ToolCallOutput = await workflow.execute_activity(
+                "tool_call",
+                ToolCallInput(
+                    scope.session_id,
+                    scope.task_id,
+                    {"id": call.id, "name": call.name, "arguments": call.arguments},
+                    answers=dict(answers),
+                    session_grants=sorted(self.session_grants),
+                    interactive=scope.answers,
+                    agent=scope.agent,
+                ),
+                result_type=ToolCallOutput,
+                **scope.timeouts.options(seconds + 30),
+            )
+            scope.log.extend(out.events)
+            self.session_grants.update(out.session_grants)
+            if out.needs is None:
+                return CallOutcome(out.content, out.is_error, out.halt)
+            answer = await self.requests.ask(out.needs)
+            if answer is None:
+                return _unanswered(out.needs["kind"])
+            answers[out.needs["request_id"]] = answer
+
+
+def _unanswered(kind: str) -> CallOutcome:
+    if kind == "approval":
+        return CallOutcome(
+            "Denied: the approval request timed out.", True, halt="approval timed out"
+        )
+    return CallOutcome("The user gave no answer in time; proceed with your best judgement.")
+
+
+def tool_stubs(described: list[dict[str, Any]]) -> dict[str, Tool]:
+    """The worker's tools as the workflow needs them: name, schema and flags, no handler."""
+    return {
+        spec["name"]: Tool(
+            name=spec["name"],
+            description=spec["description"],
+            parameters=spec["parameters"],
+            handler=_never_called,
+            interactive=spec["interactive"],
+            timeout=spec["timeout"],
+            retry_safe=spec["retry_safe"],
+        )
+        for spec in described
+    }
+
+
+def _never_called(**_: Any) -> None:
+    raise RuntimeError("tool handlers run on workers, never in the workflow")

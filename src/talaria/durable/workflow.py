@@ -1,0 +1,165 @@
+"""The turn workflow: talaria's own `run_turn`, made durable by Temporal.
+
+Each model call and each tool call is an activity on a worker; Temporal records their results,
+so a worker that dies mid-turn is replaced and the turn goes on from the last recorded step:
+a recorded model answer is never paid for again, a recorded tool result is never run again.
+Clients talk to a running turn with the `respond` update (approvals, clarify answers, by the
+request id of the `ApprovalRequested` / `ClarifyRequested` event), the `interrupt` signal, and
+the `events` query (every engine event so far, streamed deltas included). The result is the
+same dict `Agent.run_conversation` returns.
+
+The workflow sandbox imports this module for every run: it must stay free of side effects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    import talaria.providers.pricing  # noqa: F401  (the loop imports it lazily)
+    from talaria.config import Config
+    from talaria.durable.protocol import WORKFLOW_NAME, FinishInput, TurnInput, TurnSetup
+    from talaria.durable.seams import (
+        INFRA_RETRY,
+        ActivityModelClient,
+        ActivityTimeouts,
+        ActivityToolExecutor,
+        EventLog,
+        PendingRequests,
+        PendingStore,
+        TurnScope,
+        WorkflowInterrupt,
+        tool_stubs,
+    )
+    from talaria.loop.runtime import Runtime
+    from talaria.loop.session import SessionHandle
+    from talaria.loop.turn import result_dict, run_turn
+    from talaria.plugins.hooks import HookBus
+    from talaria.providers.caller import CallerSettings, ModelCaller
+    from talaria.providers.chain import ChainEntry, ModelChain
+    from talaria.providers.retry import RetryPolicy
+
+
+@dataclass
+class Answer:
+    request_id: str
+    answer: str
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class TurnWorkflow:
+    def __init__(self) -> None:
+        self.log = EventLog()
+        self.stop = WorkflowInterrupt()
+        self.requests = PendingRequests(self.log, timeout=300.0)
+
+    @workflow.run
+    async def run(self, turn: TurnInput) -> dict[str, Any]:
+        setup: TurnSetup = await workflow.execute_local_activity(  # local: no queue round trip
+            "open_turn",
+            turn,
+            result_type=TurnSetup,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=INFRA_RETRY,
+        )
+        config = Config(data=setup.config, home=Path("."))
+        timeouts = ActivityTimeouts(
+            heartbeat=float(config.get("durable.heartbeat_timeout", 30)),
+            model_call=float(config.get("durable.model_call_timeout", 900)),
+            tool_default=float(config.get("agent.tool_timeout", 600)),
+            request=float(config.get("approvals.timeout", 300)),
+        )
+        self.requests.timeout = timeouts.request
+        store = PendingStore()
+        scope = TurnScope(
+            setup.session_id,
+            setup.task_id,
+            turn.agent,
+            turn.answers,
+            turn.deltas,
+            timeouts,
+            store,
+            self.log,
+        )
+        runtime = self._runtime(setup, config, scope)
+        session = SessionHandle(  # the handle only appends: the queue is all it needs
+            setup.session_id, cast(Any, store), setup.system_prompt, setup.history,
+            len(setup.history),
+        )  # fmt: skip
+        try:
+            state = await run_turn(runtime, session, turn.user_message, setup.task_id)
+        except Exception as exc:  # a bug, not a provider failure: fail the turn visibly
+            raise ApplicationError(
+                f"the turn failed: {type(exc).__name__}: {exc}", non_retryable=True
+            ) from exc
+        finish = FinishInput(
+            session.id, state.usage.to_dict(), state.model, state.provider, state.api_mode,
+            unsaved=store.take(),
+        )  # fmt: skip
+        await workflow.execute_local_activity(
+            "finish_turn",
+            finish,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=INFRA_RETRY,
+        )
+        return result_dict(state, session, self.stop.message)
+
+    def _runtime(self, setup: TurnSetup, config: Config, scope: TurnScope) -> Runtime:
+        entries = [
+            ChainEntry(spec=None, fixed_client=ActivityModelClient(scope, index, entry))
+            for index, entry in enumerate(setup.chain)
+        ]
+        retry = dataclasses.replace(RetryPolicy.from_config(config.get), rng=_workflow_random)
+        settings = CallerSettings(retry=retry, first_byte_timeout=math.inf, idle_timeout=math.inf)
+        tools = tool_stubs(setup.tools)
+        return Runtime(
+            config=config,
+            caller=ModelCaller(ModelChain(entries), self.log, settings),
+            tools=tools,
+            executor=ActivityToolExecutor(tools, scope, self.requests),
+            hooks=HookBus(),
+            emit=self.log,
+            interrupt=self.stop,
+            cwd=Path("."),
+            home=Path("."),
+            max_iterations=setup.max_iterations,
+            stream=setup.stream,
+            tool_schemas=[spec["schema"] for spec in setup.tools],
+        )
+
+    @workflow.signal
+    def interrupt(self, message: str | None = None) -> None:
+        """Stop the turn cleanly (the running activity is cancelled)."""
+        self.stop.set(message)
+
+    @workflow.signal
+    def stream(self, events: list[dict[str, Any]]) -> None:
+        """Deltas streamed by the worker running the model call."""
+        self.log.extend(events)
+
+    @workflow.update
+    def respond(self, answer: Answer) -> bool:
+        """Answer a pending approval ("once" | "session" | "always" | "deny") or clarify."""
+        return self.requests.respond(answer.request_id, answer.answer)
+
+    @workflow.query
+    def events(self, since: int = 0) -> list[dict[str, Any]]:
+        return self.log.events[since:]
+
+    @workflow.query
+    def pending(self) -> list[dict[str, Any]]:
+        """Requests waiting for an answer now."""
+        return list(self.requests.open.values())
+
+
+def _workflow_random() -> float:
+    """Retry jitter from the workflow's seeded randomness, so a replay waits the same."""
+    return workflow.random().random()

@@ -1,0 +1,225 @@
+"""Durable turns on a real Temporal dev server with real `talaria worker` processes and the
+scripted provider: a tool loop, an approval answered through the workflow, an interrupt, and
+kill -9 of the worker during a model call and during a tool."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from talaria.durable.client import DurableTurn, connect, start_turn
+from talaria.messages.validate import history_problems
+from talaria.store.sqlite import SQLiteSessionStore
+from talaria.testing import ScriptedProvider, call, text
+from temporal_cluster import WorkerProcess, new_queue, worker_home
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return worker_home(tmp_path / "home")
+
+
+@pytest.fixture
+def queue() -> str:
+    return new_queue()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    """Every worker a test starts is stopped at its end."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+async def wait_for(condition: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+def effects(home: Path) -> list[str]:
+    path = home / "effects.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def assert_valid_history(result: dict[str, Any]) -> None:
+    problems = history_problems(result["messages"])
+    assert problems == [], problems
+
+
+async def test_a_tool_loop_completes_with_events_and_a_stored_session(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    script = [call("append_line", {"text": "one"}), text("all done"), text("again")]
+    with ScriptedProvider(script) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        client = await connect(temporal_target)
+        seen: list[dict[str, Any]] = []
+        turn = await start_turn(client, queue, "append one line")
+        result = await turn.follow(seen.append)
+        follow_up = await start_turn(client, queue, "and again", session=result["session_id"])
+        second = await follow_up.result()
+        assert server.invalid_requests == []
+    assert result["final_response"] == "all done" and result["completed"]
+    assert result["api_calls"] == 2 and result["usage"]["total_tokens"] > 0
+    assert [m["role"] for m in result["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert result["messages"][2]["content"] == "appended"
+    kinds = [event["type"] for event in seen]
+    assert kinds[0] == "TurnStarted" and kinds[-1] == "TurnFinished"
+    assert {"ToolStarted", "ToolFinished", "TextDelta", "StepFinished"} <= set(kinds)
+    assert "".join(e["text"] for e in seen if e["type"] == "TextDelta") == "all done"
+    assert second["session_id"] == result["session_id"]
+    assert second["messages"][:4] == result["messages"] and len(second["messages"]) == 6
+    with SQLiteSessionStore(home / "state.db") as store:  # the worker saved the session
+        assert store.load_messages(result["session_id"]) == second["messages"]
+        info = store.get_session(result["session_id"])
+        assert info is not None and info.usage["total_tokens"] > result["usage"]["total_tokens"]
+
+
+async def test_an_approval_is_answered_through_the_workflow(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    (home / "scratch").mkdir()
+    script = [call("terminal", {"command": "rm -rf scratch"}), text("removed")]
+    with ScriptedProvider(script) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home, toolsets="terminal"))
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "remove the scratch dir", answers=True)
+        requests: list[dict[str, Any]] = []
+
+        async def answer(event: dict[str, Any]) -> None:
+            if event["type"] == "ApprovalRequested":
+                requests.append(event)
+                assert [p["request_id"] for p in await turn.pending()] == [event["request_id"]]
+                assert not await turn.respond("approval:no-such-call", "once")
+                assert await turn.respond(event["request_id"], "once")
+                assert not await turn.respond(event["request_id"], "once")  # already answered
+
+        result = await turn.follow(answer)
+    (request,) = requests
+    assert request["command"] == "rm -rf scratch" and request["tool_name"] == "terminal"
+    assert request["request_id"] == f"approval:{request['call_id']}"
+    assert result["completed"] and not (home / "scratch").exists()
+    assert_valid_history(result)
+
+
+async def test_a_headless_turn_is_denied_approval_without_waiting(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    (home / "scratch").mkdir()
+    script = [call("terminal", {"command": "rm -rf scratch"}), text("could not")]
+    with ScriptedProvider(script) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home, toolsets="terminal"))
+        client = await connect(temporal_target)
+        result = await (await start_turn(client, queue, "remove scratch")).result()
+    assert result["completed"] and (home / "scratch").exists()
+    assert result["messages"][2]["content"].startswith("Denied")
+
+
+async def test_an_interrupt_stops_a_turn_waiting_on_the_model(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    with ScriptedProvider([text("too late", delay=60)]) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "take your time")
+        await wait_for(lambda: len(server.requests) == 1, "the model call")
+        started = time.monotonic()
+        await turn.interrupt("stop please")
+        result = await turn.result()
+    assert result["interrupted"] and result["turn_exit_reason"] == "interrupted"
+    assert result["interrupt_message"] == "stop please"
+    assert time.monotonic() - started < 30
+    assert [m["role"] for m in result["messages"]] == ["user"]
+
+
+async def test_kill_9_during_a_tool_the_next_worker_finishes_with_the_effect_once(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    (home / "pause").touch()
+    script = [call("append_line", {"text": "exactly once"}), text("appended it")]
+    with ScriptedProvider(script) as server:
+        first = WorkerProcess(temporal_target, queue, server, home)
+        workers.append(first)
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "append a line")
+        await wait_for(lambda: effects(home), "the tool's side effect")
+        first.kill9()  # after the effect, before the result was recorded
+        (home / "pause").unlink()
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        result = await turn.result()
+        assert server.invalid_requests == []
+    assert [line.split(" ", 1)[1] for line in effects(home)] == ["exactly once"]
+    assert result["completed"] and result["final_response"] == "appended it"
+    assert result["messages"][2]["content"] == "already appended"  # rerun, same key, no effect
+    assert_valid_history(result)
+
+
+async def test_kill_9_during_a_model_call_repeats_only_that_call(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    script = [
+        call("append_line", {"text": "once"}),
+        text("lost with the worker", delay=60),
+        text("finished elsewhere"),
+    ]
+    with ScriptedProvider(script) as server:
+        first = WorkerProcess(temporal_target, queue, server, home)
+        workers.append(first)
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "append, then answer")
+        await wait_for(lambda: len(server.requests) == 2, "the second model call")
+        first.kill9()
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        result = await turn.result()
+        assert len(server.requests) == 3  # the recorded first answer was not asked again
+        assert server.invalid_requests == []
+    assert len(effects(home)) == 1  # the recorded tool result was not run again
+    assert result["final_response"] == "finished elsewhere"
+    assert_valid_history(result)
+
+
+async def test_a_tool_not_safe_to_retry_is_reported_not_run_twice(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    (home / "pause").touch()
+    script = [call("append_unsafe", {"text": "at most once"}), text("noted")]
+    with ScriptedProvider(script) as server:
+        first = WorkerProcess(temporal_target, queue, server, home)
+        workers.append(first)
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "append unsafely")
+        await wait_for(lambda: effects(home), "the tool's side effect")
+        first.kill9()
+        (home / "pause").unlink()
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        result = await turn.result()
+    assert len(effects(home)) == 1
+    assert "not safe to run twice" in result["messages"][2]["content"]
+    assert result["completed"]
+    assert_valid_history(result)
+
+
+async def test_a_turn_can_be_followed_from_another_client(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    with ScriptedProvider([text("hello there")]) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "hi", workflow_id=f"wf-{queue}")
+        other = DurableTurn.attach(await connect(temporal_target), f"wf-{queue}")
+        result = await other.result()
+        assert result == await turn.result()
+        events = await other.events()
+    assert result["final_response"] == "hello there"
+    assert events[-1]["type"] == "TurnFinished"

@@ -1,0 +1,69 @@
+"""`talaria batch --temporal`: 200 tasks, 20 at a time, on real workers; the batch process is
+killed halfway and restarted, and no task runs twice (in-flight turns are re-attached)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from helpers import asked_prompts, per_task_script
+from talaria.testing import ScriptedProvider
+from temporal_cluster import WorkerProcess, new_queue, worker_home
+from test_batch import write_tasks
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_a_batch_on_temporal_killed_halfway_finishes_without_running_a_task_twice(
+    temporal_target: str, tmp_path: Path
+) -> None:
+    count, concurrency = 200, 20
+    tasks = write_tasks(tmp_path / "tasks.jsonl", count)
+    out = tmp_path / "results.jsonl"
+    queue = new_queue()
+    home = worker_home(tmp_path / "home", heartbeat=30)  # no worker dies here
+    command = [
+        sys.executable, "-m", "talaria.cli.main", "batch", str(tasks), "-n", str(concurrency),
+        "-o", str(out), "--temporal", temporal_target, "--task-queue", queue,
+    ]  # fmt: skip
+    env = {**os.environ, "TALARIA_HOME": str(tmp_path / "client-home")}
+    with ScriptedProvider(script=per_task_script(delay=0.02)) as server:
+        workers = [WorkerProcess(temporal_target, queue, server, home, "todo") for _ in range(2)]
+        try:
+            first = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 180
+            while _line_count(out) < count // 2:
+                assert first.poll() is None, first.stderr.read() if first.stderr else ""
+                assert time.monotonic() < deadline, "the batch made no progress"
+                time.sleep(0.05)
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+            done_first = _line_count(out)
+
+            second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+            assert second.returncode == 0, second.stderr
+        finally:
+            for worker in workers:
+                worker.stop()
+        asked = Counter(asked_prompts(server))
+        assert server.invalid_requests == []
+
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["id"] for line in lines) == [f"t{n:03d}" for n in range(count)]
+    assert all(line["completed"] for line in lines)
+    answers = {line["final_response"] for line in lines}
+    assert answers == {f"done: task {n:03d}" for n in range(count)}
+    assert set(asked.values()) == {2}, "a task ran twice"  # two model calls per task, once
+    assert f"{done_first} already done" in second.stderr
+
+
+def _line_count(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
