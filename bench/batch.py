@@ -105,17 +105,21 @@ async def _temporal_batch(
 def _worker(target: str, url: str, home: Path) -> subprocess.Popen[str]:
     settings = "model:\n  context_length: 128000\nmemory:\n  enabled: false\n"
     (home / "config.yaml").write_text(settings)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "talaria.cli.main", "worker", "--temporal", target,
-         "--task-queue", "bench", "--model", MODEL, "--base-url", url, "--api-key", "bench",
-         "--toolsets", "todo", "--home", str(home)],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "TALARIA_HOME": str(home)},
-    )  # fmt: skip
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "serving" in line:
-            return proc
-    raise RuntimeError("the worker did not start")
+    log = home / f"worker-{time.monotonic_ns()}.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "talaria.cli.main", "worker", "--temporal", target,
+             "--task-queue", "bench", "--model", MODEL, "--base-url", url, "--api-key", "bench",
+             "--toolsets", "todo", "--home", str(home)],
+            stderr=sink, stdout=subprocess.DEVNULL, text=True,
+            env={**os.environ, "TALARIA_HOME": str(home)},
+        )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while "serving" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the worker did not start: {log.read_text()}")
+        time.sleep(0.1)
+    return proc
 
 
 def _connect(target: str) -> Any:
