@@ -1,5 +1,6 @@
-"""`talaria batch --temporal`: 200 tasks, 20 at a time, on real workers; the batch process is
-killed halfway and restarted, and no task runs twice (in-flight turns are re-attached)."""
+"""`talaria batch --temporal`: 60 tasks, 20 at a time, on real workers (bench/batch.py runs
+200); the batch process is killed halfway and restarted, and no task runs twice (in-flight
+turns are re-attached)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.timeout(300)
 def test_a_batch_on_temporal_killed_halfway_finishes_without_running_a_task_twice(
     temporal_target: str, tmp_path: Path
 ) -> None:
-    count, concurrency = 200, 20
+    count, concurrency = 60, 20
     tasks = write_tasks(tmp_path / "tasks.jsonl", count)
     out = tmp_path / "results.jsonl"
     queue = new_queue()
