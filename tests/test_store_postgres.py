@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from helpers import scripted_agent
-from talaria.store.base import SessionBusy, StoreError
+from talaria.store.base import SessionBusy, StoreError, new_writer_id
 from talaria.store.pg_schema import SCHEMA_VERSION
 from talaria.store.postgres import PostgresSessionStore, shared_pool
 from talaria.testing import ScriptedProvider, calls, text
@@ -77,51 +77,46 @@ def test_search_stems_like_sqlite(store: PostgresSessionStore) -> None:
     assert store.search('"api deploying"') == []
 
 
-# -- the writer lease -----------------------------------------------------------------------
+# -- the writer lease (the kit checks the rest) ---------------------------------------------
 
 
-def test_a_live_writer_keeps_others_out_until_it_releases(store: PostgresSessionStore) -> None:
-    store.create_session("s1")
-    store.claim_writer("s1", "worker-a", ttl=60)
-    store.claim_writer("s1", "worker-a", ttl=60)  # the same owner renews
-    with pytest.raises(SessionBusy, match="session busy"):
-        store.claim_writer("s1", "worker-b")
-    with pytest.raises(SessionBusy):
-        store.append_messages("s1", [(0, {"role": "user", "content": "x"})], writer="worker-b")
-    assert store.message_count("s1") == 0  # the refused append stored nothing
-    store.append_messages("s1", [(0, {"role": "user", "content": "mine"})], writer="worker-a")
-    store.release_writer("s1", "worker-a")
-    store.claim_writer("s1", "worker-b")
-    assert store.load_messages("s1") == [{"role": "user", "content": "mine"}]
-
-
-def test_an_expired_lease_is_taken_over(pg_clean_url: str) -> None:
+def test_an_append_renews_the_lease_and_an_expired_one_is_taken_over(pg_clean_url: str) -> None:
     now = [1000.0]
     store = PostgresSessionStore(pg_clean_url, clock=lambda: now[0])
     store.create_session("s1")
-    store.claim_writer("s1", "worker-a", ttl=30)
+    first, second = new_writer_id(), new_writer_id()
+    store.claim_writer("s1", first, ttl=30)
     now[0] += 29
     with pytest.raises(SessionBusy):
-        store.claim_writer("s1", "worker-b")
-    store.append_messages("s1", [(0, {"role": "user", "content": "a"})], writer="worker-a")
-    now[0] += 29  # the append renewed worker-a's lease for another 30 s
+        store.claim_writer("s1", second)
+    store.append_messages("s1", [(0, {"role": "user", "content": "a"})], writer=first)
+    now[0] += 100  # the append renewed the lease past the claim's 30 s
     with pytest.raises(SessionBusy):
-        store.claim_writer("s1", "worker-b")
-    now[0] += 2
-    store.claim_writer("s1", "worker-b")
+        store.claim_writer("s1", second)
+    now[0] += 21
+    store.claim_writer("s1", second)
     with pytest.raises(SessionBusy):
-        store.append_messages("s1", [(1, {"role": "user", "content": "b"})], writer="worker-a")
+        store.append_messages("s1", [(1, {"role": "user", "content": "b"})], writer=first)
 
 
-def test_the_lease_of_a_dead_process_on_this_host_is_taken_over(pg_clean_url: str) -> None:
+def test_the_compression_hand_over_is_one_transaction(pg_clean_url: str) -> None:
     store = PostgresSessionStore(pg_clean_url)
-    store.create_session("s1")
-    code = (
-        "from talaria.store.postgres import PostgresSessionStore as S; "
-        f"S({pg_clean_url!r}).claim_writer('s1', 'crashed-cli', ttl=3600)"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
-    store.claim_writer("s1", "next-cli")  # the owner process is gone: no hour-long wait
+    store.create_session("parent", title="my work")
+    writer = new_writer_id()
+    store.claim_writer("parent", writer)
+    with pytest.raises(StoreError, match="role"):  # fails at its last step: all is undone
+        store.continue_in_child("parent", "child", [{"content": "no role"}], writer=writer)
+    parent = store.get_session("parent")
+    assert parent is not None and parent.title == "my work" and parent.ended_at is None
+    assert store.get_session("child") is None
+    summary = [{"role": "user", "content": "summary"}, {"role": "assistant", "content": "ok"}]
+    store.continue_in_child("parent", "next", summary, state={"todos": [1]}, writer=writer)
+    child = store.get_session("next")
+    assert child is not None and child.title == "my work" and child.parent_session_id == "parent"
+    assert store.load_messages("next") == summary and store.get_state("next", "todos") == [1]
+    with pytest.raises(SessionBusy):
+        store.claim_writer("next", new_writer_id())
+    store.claim_writer("parent", new_writer_id())  # the lease moved to the child
 
 
 # -- migrations and errors ------------------------------------------------------------------

@@ -22,7 +22,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import activity
 
@@ -35,18 +35,19 @@ from talaria.durable.protocol import (
     TurnInput,
     TurnSetup,
     Unsaved,
-    approval_request_id,
-    clarify_request_id,
     error_to_dict,
     event_to_dict,
     request_from_dict,
+    request_id,
     response_to_dict,
 )
-from talaria.events import Event, ReasoningDelta, TextDelta, ToolCallGenerated
+from talaria.events import ClarifyRequested, Event, ReasoningDelta, TextDelta, ToolCallGenerated
+from talaria.interaction import RequestLapsed
 from talaria.providers.base import ToolCall, Usage
 from talaria.providers.caller import Watchdog
 from talaria.providers.errors import ProviderError
-from talaria.tools.approval import ApprovalRequest, ApprovalState
+from talaria.store.base import SessionBusy
+from talaria.tools.approval import ApprovalState
 from talaria.tools.base import ToolContext
 
 if TYPE_CHECKING:
@@ -85,13 +86,15 @@ class WorkerAgents:
         key = repr(sorted((k, repr(v)) for k, v in overrides.items() if k in AGENT_OVERRIDES))
         if key not in self._agents:
             from talaria.agent import Agent
-            from talaria.loop.assemble import assemble_runtime
+            from talaria.assembly import assemble_runtime
 
-            kwargs = {**self.options, "store": self.store, "clarify_callback": _asked_per_call}
+            kwargs = {**self.options, "store": self.store}
             kwargs.update({k: v for k, v in overrides.items() if k in AGENT_OVERRIDES})
             if "max_turns" in kwargs:
                 kwargs["max_iterations"] = kwargs.pop("max_turns")
             agent = Agent(**kwargs)
+            # clarify is offered; each call asks its question through the workflow
+            agent.interactions.add_responder(["clarify"])
             self._agents[key] = (agent, assemble_runtime(agent))
         return self._agents[key]
 
@@ -114,24 +117,27 @@ class WorkerAgents:
         self.store.close()
 
 
-def _asked_per_call(question: str, choices: list[str] | None) -> str:
-    """Placeholder that offers the clarify tool; each call gets the workflow's answer."""
-    raise RuntimeError("clarify answers come from the workflow")
-
-
 class TurnActivities:
     def __init__(self, agents: WorkerAgents) -> None:
         self.agents = agents
 
     @activity.defn(name="open_turn")
     async def open_turn(self, turn: TurnInput) -> TurnSetup:
-        """Resume or start the session; describe the chain, tools and settings to the turn."""
-        from talaria.loop.assemble import open_session
+        """Resume or start the session and take its writer lease for the turn; describe the
+        chain, tools and settings to the workflow."""
+        from talaria.assembly import open_session
 
         agent, runtime = self.agents.get(turn.agent)
         agent.session_id = turn.session_ref
         session = open_session(agent, runtime, turn.system_message)
         agent.session_id = None
+        writer = f"temporal:{activity.info().workflow_id}"  # the same on every worker
+        busy = None
+        try:
+            lease = float(agent.config.get("durable.lease_ttl", 900))
+            self.agents.store.claim_writer(session.id, writer, ttl=lease)
+        except SessionBusy as exc:
+            busy = str(exc)
         return TurnSetup(
             session_id=session.id,
             system_prompt=session.system_prompt,
@@ -153,6 +159,8 @@ class TurnActivities:
             max_iterations=agent.max_iterations,
             stream=bool(agent.stream),
             task_id=turn.task_id or runtime.new_id(),
+            writer=writer,
+            busy=busy,
         )
 
     @activity.defn(name="model_call")
@@ -160,7 +168,7 @@ class TurnActivities:
         """One request on the real client (with the stream watchdog); errors come back as
         data so that the turn's own retry and fallback policy decides what happens next."""
         _, runtime = self.agents.get(call.agent)
-        self._save(call.session_id, call.unsaved)
+        self._save(call.session_id, call.unsaved, call.writer)
         entry = runtime.caller.chain.entries[call.entry]
         request = request_from_dict(call.request)
         deltas = _DeltaForwarder(activity.info().workflow_id or "", call.deltas)
@@ -202,7 +210,7 @@ class TurnActivities:
     async def _run_tool(
         self, agent: Agent, runtime: Runtime, call: ToolCallInput, key: str
     ) -> ToolCallOutput:
-        bridge = _AnswerBridge(call.call["id"], call.answers)
+        bridge = _AnswerBridge(call.call["id"], call.answers, call.interactive)
         executor = copy.copy(runtime.executor)  # shares the thread pool; own approval state
         base = agent.approvals
         executor.approvals = ApprovalState(
@@ -211,7 +219,7 @@ class TurnActivities:
             session_grants=set(call.session_grants),
             persist_allowlist=base.persist_allowlist,
         )
-        executor.approver = bridge.approve if call.interactive else None
+        executor.interactions = cast(Any, bridge)
         events: list[dict[str, Any]] = []
         ctx = ToolContext(
             task_id=call.task_id,
@@ -249,16 +257,18 @@ class TurnActivities:
             services, session_id=session_id, todos=type(services.todos).from_json(todos)
         )
 
-    def _save(self, session_id: str, unsaved: Unsaved | None) -> None:
-        """Append the turn's new messages (idempotent by seq: a retried activity may again)."""
+    def _save(self, session_id: str, unsaved: Unsaved | None, writer: str) -> None:
+        """Append the turn's new messages under its lease (idempotent by seq: a retried
+        activity may append them again)."""
         if unsaved is not None:
             items = list(enumerate(unsaved.messages, start=unsaved.first_seq))
-            self.agents.store.append_messages(session_id, items)
+            self.agents.store.append_messages(session_id, items, writer=writer or None)
 
     @activity.defn(name="finish_turn")
     async def finish_turn(self, finish: FinishInput) -> None:
-        """Save the last messages; add the turn's usage to the session's totals."""
-        self._save(finish.session_id, finish.unsaved)
+        """Save the last messages, add the turn's usage to the session's totals, and give
+        the writer lease back."""
+        self._save(finish.session_id, finish.unsaved, finish.writer)
         store = self.agents.store
         info = store.get_session(finish.session_id)
         totals = Usage.from_dict(info.usage if info and info.usage else {})
@@ -270,6 +280,8 @@ class TurnActivities:
             provider=finish.provider or None,
             api_mode=finish.api_mode or None,
         )
+        if finish.writer:
+            store.release_writer(finish.session_id, finish.writer)
 
     def all(self) -> list[Callable[..., Awaitable[Any]]]:
         return [
@@ -325,48 +337,34 @@ class _Ledger:
 
 
 class _AnswerBridge:
-    """Answers the executor's approver and the clarify tool from the workflow's answers; a
-    question without an answer yet is noted (`needs`) and the call does not run."""
+    """The executor's `Interactions` for one call: a request the workflow has an answer for
+    is answered at once; one it has none for is noted (`needs`) and lapses, so the call does
+    not run and the workflow asks the user, then runs the call again with the answer."""
 
-    def __init__(self, call_id: str, answers: dict[str, str]) -> None:
+    def __init__(self, call_id: str, answers: dict[str, str], interactive: bool) -> None:
         self.call_id = call_id
         self.answers = answers
+        self.interactive = interactive
         self.needs: dict[str, Any] | None = None
 
-    def approve(self, request: ApprovalRequest) -> str:
-        request_id = approval_request_id(self.call_id)
-        if request_id in self.answers:
-            return self.answers[request_id]
-        self.needs = {
-            "kind": "approval",
-            "request_id": request_id,
-            "call_id": self.call_id,
-            "tool_name": request.tool_name,
-            "command": request.command,
-            "reason": request.reason,
-            "arguments": request.arguments,
-            "pattern": request.pattern,
-            "choices": ["once", "session", "always", "deny"],
-        }
-        return "deny"
+    def can_answer(self, kind: str) -> bool:
+        return self.interactive
 
-    def clarify(self, question: str, choices: list[str] | None) -> str:
-        request_id = clarify_request_id(self.call_id)
-        if request_id in self.answers:
-            return self.answers[request_id]
-        self.needs = {
-            "kind": "clarify",
-            "request_id": request_id,
-            "call_id": self.call_id,
-            "question": question,
-            "choices": choices,
-        }
-        raise _NeedsAnswer(request_id)
+    async def ask(self, make_request: Callable[[str], Any], timeout: float | None) -> str:
+        asked = make_request("")
+        request = dataclasses.replace(asked, request_id=request_id(asked.kind, self.call_id))
+        if request.request_id in self.answers:
+            return self.answers[request.request_id]
+        self.needs = event_to_dict(request)
+        raise RequestLapsed("asked through the workflow")
 
-
-class _NeedsAnswer(Exception):
-    """Stops a clarify call that has no answer yet (the executor turns it into a result
-    that the activity discards)."""
+    async def clarify(self, question: str, choices: list[str] | None) -> str | None:
+        try:
+            return await self.ask(
+                lambda rid: ClarifyRequested(rid, self.call_id, question, choices), None
+            )
+        except RequestLapsed:
+            return None
 
 
 class _DeltaForwarder:

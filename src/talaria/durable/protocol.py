@@ -52,6 +52,10 @@ class TurnSetup:
     max_iterations: int
     stream: bool
     task_id: str
+    writer: str = ""
+    """The turn's lease on the session (the same owner on every worker)."""
+    busy: str | None = None
+    """Set when another writer holds the session: the turn does not start."""
 
 
 @dataclass
@@ -72,6 +76,7 @@ class ModelCallInput:
     agent: dict[str, Any] = field(default_factory=dict)
     unsaved: Unsaved | None = None
     """Saved before the request is sent (invariant 3), in the same activity."""
+    writer: str = ""
     deltas: bool = True
 
 
@@ -106,15 +111,12 @@ class FinishInput:
     provider: str = ""
     api_mode: str = ""
     unsaved: Unsaved | None = None
+    writer: str = ""
 
 
-def approval_request_id(call_id: str) -> str:
+def request_id(kind: str, call_id: str) -> str:
     """Request ids come from the call id, so a replayed or retried call asks the same one."""
-    return f"approval:{call_id}"
-
-
-def clarify_request_id(call_id: str) -> str:
-    return f"clarify:{call_id}"
+    return f"{kind}:{call_id}"
 
 
 # -- JSON forms of the loop's types ---------------------------------------------------------

@@ -27,8 +27,10 @@ from talaria.durable.protocol import (
     request_to_dict,
     response_from_dict,
 )
-from talaria.events import Event
-from talaria.loop.interrupt import InterruptSignal
+from talaria.events import Event, RequestResolved, RequestWithdrawn
+from talaria.interaction import Interactions, normalise_answer
+from talaria.interrupt import InterruptSignal
+from talaria.loop.session import SessionHandle
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall
 from talaria.tools.approval import ApprovalState
@@ -82,26 +84,33 @@ class WorkflowInterrupt(InterruptSignal):
         if message is not None:
             self.message = message
         self.event.set()
-        waiters, self._waiters = self._waiters, []
+        waiters = self._waiters
+        self._waiters = []
         for _, future in waiters:
             if not future.done():
                 future.set_result(None)
 
 
-class PendingStore:
-    """The store as `SessionHandle` sees it: appends queue up here, and the next activity that
-    writes (the next model call, or the end of the turn) saves them first."""
+@dataclass
+class QueuedSession(SessionHandle):
+    """The session as the loop sees it; appends queue up here instead of going to a store,
+    and the next activity that writes (the next model call, or the end of the turn) saves
+    them first: the workflow itself does no I/O."""
 
-    def __init__(self) -> None:
-        self.pending: list[tuple[int, dict[str, Any]]] = []
+    queued: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
-    def append_messages(self, session_id: str, items: list[tuple[int, dict[str, Any]]]) -> None:
-        self.pending.extend(items)
+    async def flush(self) -> None:
+        if self.unsaved == 0:
+            return
+        pending = self.history[len(self.history) - self.unsaved :]
+        self.queued.extend(enumerate(pending, start=self.next_seq))
+        self.next_seq += len(pending)
+        self.unsaved = 0
 
     def take(self) -> Unsaved | None:
-        if not self.pending:
+        if not self.queued:
             return None
-        items, self.pending = self.pending, []
+        items, self.queued = self.queued, []
         return Unsaved(items[0][0], [message for _, message in items])
 
 
@@ -111,11 +120,12 @@ class TurnScope:
 
     session_id: str
     task_id: str
+    writer: str
     agent: dict[str, Any]
     answers: bool
     deltas: bool
     timeouts: ActivityTimeouts
-    store: PendingStore
+    session: QueuedSession
     log: EventLog
 
 
@@ -141,7 +151,8 @@ class ActivityModelClient:
                 self.index,
                 request_to_dict(request),
                 scope.agent,
-                unsaved=scope.store.take(),
+                unsaved=scope.session.take(),
+                writer=scope.writer,
                 deltas=scope.deltas,
             ),
             result_type=dict,
@@ -157,32 +168,34 @@ class ActivityModelClient:
 
 @dataclass
 class PendingRequests:
-    """Approvals and clarify questions waiting for a client's answer (the `respond` update)."""
+    """Approvals and clarify questions waiting for a client's answer (the `respond` update).
+    The request events are the engine's own; their ids come from the call id, so a replayed
+    workflow asks under the same ids."""
 
     log: EventLog
     timeout: float
     answers: dict[str, str] = field(default_factory=dict)
     open: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def respond(self, request_id: str, answer: str) -> bool:
-        """False when the request is not (or no longer) waiting, as `agent.respond` says."""
-        if request_id not in self.open or request_id in self.answers:
+    def respond(self, request_id: str, answer: object) -> bool:
+        """False when the request is not (or no longer) waiting, as `agent.respond` says;
+        ValueError for an approval answer that is not a decision."""
+        request = self.open.get(request_id)
+        if request is None or request_id in self.answers:
             return False
-        self.answers[request_id] = answer
+        self.answers[request_id] = normalise_answer(request["kind"], answer)
         return True
 
-    async def ask(self, needs: dict[str, Any]) -> str | None:
+    async def ask(self, request: dict[str, Any]) -> str | None:
         """The answer, or None when none came within the timeout."""
-        request_id = needs["request_id"]
-        kind = needs["kind"]
-        self.open[request_id] = needs
-        event = "ApprovalRequested" if kind == "approval" else "ClarifyRequested"
-        self.log.extend([{"type": event, **{k: v for k, v in needs.items() if k != "kind"}}])
+        request_id, kind = request["request_id"], request["kind"]
+        self.open[request_id] = request
+        self.log.extend([request])
         reason = "timeout"
         try:
             await workflow.wait_condition(lambda: request_id in self.answers, timeout=self.timeout)
             answer = self.answers[request_id]
-            self.log.extend([_resolution("RequestResolved", request_id, kind, answer=answer)])
+            self.log(RequestResolved(request_id, kind, answer))
             return answer
         except TimeoutError:
             return None
@@ -192,11 +205,7 @@ class PendingRequests:
         finally:
             self.open.pop(request_id, None)
             if request_id not in self.answers:
-                self.log.extend([_resolution("RequestWithdrawn", request_id, kind, reason=reason)])
-
-
-def _resolution(event: str, request_id: str, kind: str, **fields: str) -> dict[str, Any]:
-    return {"type": event, "request_id": request_id, "kind": kind, **fields}
+                self.log(RequestWithdrawn(request_id, kind, reason))
 
 
 class ActivityToolExecutor(ToolExecutor):
@@ -209,7 +218,12 @@ class ActivityToolExecutor(ToolExecutor):
 
     def __init__(self, tools: dict[str, Tool], scope: TurnScope, requests: PendingRequests):
         # no plugin code and no approval policy here: both run on the workers, per call
-        super().__init__(tools=tools, hooks=HookBus(), approvals=ApprovalState(), approver=None)
+        super().__init__(
+            tools=tools,
+            hooks=HookBus(),
+            approvals=ApprovalState(),
+            interactions=Interactions(scope.log),
+        )
         self.scope = scope
         self.requests = requests
         self.session_grants: set[str] = set()

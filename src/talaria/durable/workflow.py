@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -34,18 +34,18 @@ with workflow.unsafe.imports_passed_through():
         ActivityToolExecutor,
         EventLog,
         PendingRequests,
-        PendingStore,
+        QueuedSession,
         TurnScope,
         WorkflowInterrupt,
         tool_stubs,
     )
     from talaria.loop.runtime import Runtime
-    from talaria.loop.session import SessionHandle
-    from talaria.loop.turn import result_dict, run_turn
+    from talaria.loop.turn import busy_result, result_dict, run_turn
     from talaria.plugins.hooks import HookBus
     from talaria.providers.caller import CallerSettings, ModelCaller
     from talaria.providers.chain import ChainEntry, ModelChain
     from talaria.providers.retry import RetryPolicy
+    from talaria.store.base import StoreError
 
 
 @dataclass
@@ -78,22 +78,23 @@ class TurnWorkflow:
             request=float(config.get("approvals.timeout", 300)),
         )
         self.requests.timeout = timeouts.request
-        store = PendingStore()
+        session = QueuedSession(
+            setup.session_id, None, setup.system_prompt, setup.history, len(setup.history)
+        )
+        if setup.busy:
+            return busy_result(StoreError(setup.busy), session, setup.task_id)
         scope = TurnScope(
             setup.session_id,
             setup.task_id,
+            setup.writer,
             turn.agent,
             turn.answers,
             turn.deltas,
             timeouts,
-            store,
+            session,
             self.log,
         )
         runtime = self._runtime(setup, config, scope)
-        session = SessionHandle(  # the handle only appends: the queue is all it needs
-            setup.session_id, cast(Any, store), setup.system_prompt, setup.history,
-            len(setup.history),
-        )  # fmt: skip
         try:
             state = await run_turn(runtime, session, turn.user_message, setup.task_id)
         except Exception as exc:  # a bug, not a provider failure: fail the turn visibly
@@ -102,7 +103,7 @@ class TurnWorkflow:
             ) from exc
         finish = FinishInput(
             session.id, state.usage.to_dict(), state.model, state.provider, state.api_mode,
-            unsaved=store.take(),
+            unsaved=session.take(), writer=setup.writer,
         )  # fmt: skip
         await workflow.execute_local_activity(
             "finish_turn",

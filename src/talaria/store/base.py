@@ -112,6 +112,29 @@ def lease_is_stale(owner: str, expires_at: float, now: float) -> bool:
     return False
 
 
+LEASE_RENEWAL = 120.0
+"""Seconds an append extends its writer's lease by (at least)."""
+
+
+def lease_expiry(
+    session_id: str,
+    held: tuple[str, float] | None,
+    owner: str,
+    now: float,
+    *,
+    ttl: float | None = None,
+    renew_only: bool = False,
+) -> float:
+    """When `owner`'s lease should expire, given the lease `held` now as (owner, expires_at);
+    SessionBusy when another live writer holds it. `renew_only` (an append) extends a lease
+    the owner holds and re-takes a free one. Every backend decides through this."""
+    if held is not None and held[0] != owner and not lease_is_stale(held[0], held[1], now):
+        raise SessionBusy(busy_message(session_id, held[0]))
+    if renew_only and held is not None and held[0] == owner:
+        ttl = max(held[1] - now, LEASE_RENEWAL)
+    return now + (ttl if ttl is not None else LEASE_RENEWAL)
+
+
 def busy_message(session_id: str, owner: str) -> str:
     host, _, rest = owner.partition(":")
     return (

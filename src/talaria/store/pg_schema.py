@@ -78,9 +78,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         CREATE TABLE session_writers (
             session_id text PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
             owner text NOT NULL,
-            host text NOT NULL,
-            pid integer NOT NULL,
-            ttl double precision NOT NULL,
             expires_at double precision NOT NULL
         )
         """,

@@ -12,7 +12,6 @@ import atexit
 import json
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,12 +25,12 @@ from psycopg_pool import ConnectionPool
 from talaria.store.base import (
     AmbiguousSession,
     SearchHit,
-    SessionBusy,
     SessionExists,
     SessionInfo,
     SessionNotFound,
     StoreError,
     TitleInUse,
+    lease_expiry,
 )
 from talaria.store.pg_schema import TEXT_SEARCH_CONFIG, migrate, tsquery
 from talaria.store.query import index_words
@@ -83,15 +82,27 @@ class PostgresSessionStore:
         self.where = redact(url)
         self._clock = clock
         self._pool = shared_pool(url, pool_size, connect_timeout)
+        self._local = threading.local()
 
     # -- transactions -------------------------------------------------------------------
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction on a pooled connection; database errors become `StoreError`s."""
+        """One transaction on a pooled connection; database errors become `StoreError`s.
+        Inside another one on this thread it is a savepoint of that one, so a compound
+        operation (`continue_in_child`) commits as a whole or not at all."""
+        current: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if current is not None:
+            with current.transaction():
+                yield current
+            return
         try:
             with self._pool.connection() as conn, conn.transaction():
-                yield conn
+                self._local.conn = conn
+                try:
+                    yield conn
+                finally:
+                    self._local.conn = None
         except StoreError:
             raise
         except psycopg.errors.UniqueViolation as exc:
@@ -259,7 +270,7 @@ class PostgresSessionStore:
     def claim_writer(self, session_id: str, owner: str, ttl: float = 120.0) -> None:
         with self._transaction() as conn:
             self._require(conn, session_id)
-            self._take_lease(conn, session_id, owner, ttl)
+            self._take_lease(conn, session_id, owner, ttl=ttl)
 
     def release_writer(self, session_id: str, owner: str) -> None:
         with self._transaction() as conn:
@@ -269,30 +280,66 @@ class PostgresSessionStore:
             )
 
     def _take_lease(
-        self, conn: psycopg.Connection[Any], session_id: str, owner: str, ttl: float | None
+        self,
+        conn: psycopg.Connection[Any],
+        session_id: str,
+        owner: str,
+        *,
+        ttl: float | None = None,
+        renew_only: bool = False,
     ) -> None:
-        """Claim or renew the lease in the caller's transaction, unless another live owner
-        holds it. `ttl` None renews with the lease's own ttl (an append)."""
-        now = self._clock()
-        held = conn.execute(
-            "SELECT owner, host, pid, ttl, expires_at FROM session_writers "
-            "WHERE session_id = %s FOR UPDATE",
+        """In the caller's transaction: make `owner` the lease holder or raise SessionBusy."""
+        row = conn.execute(
+            "SELECT owner, expires_at FROM session_writers WHERE session_id = %s FOR UPDATE",
             (session_id,),
         ).fetchone()
-        if held is not None and held["owner"] != owner and _alive(held, now):
-            raise SessionBusy(
-                f"session busy: {session_id} is being written by {held['owner']} "
-                f"(pid {held['pid']} on {held['host']}) for {held['expires_at'] - now:.0f} s more"
-            )
-        if ttl is None:
-            ttl = held["ttl"] if held is not None and held["owner"] == owner else 120.0
+        held = (row["owner"], row["expires_at"]) if row is not None else None
+        now = self._clock()
+        expires = lease_expiry(session_id, held, owner, now, ttl=ttl, renew_only=renew_only)
         conn.execute(
-            "INSERT INTO session_writers (session_id, owner, host, pid, ttl, expires_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET "
-            "owner = excluded.owner, host = excluded.host, pid = excluded.pid, "
-            "ttl = excluded.ttl, expires_at = excluded.expires_at",
-            (session_id, owner, socket.gethostname(), os.getpid(), ttl, now + ttl),
+            "INSERT INTO session_writers (session_id, owner, expires_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
+            "expires_at = excluded.expires_at",
+            (session_id, owner, expires),
         )
+
+    def continue_in_child(
+        self,
+        parent_id: str,
+        child_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        api_mode: str | None = None,
+        system_prompt: str | None = None,
+        state: dict[str, Any] | None = None,
+        writer: str | None = None,
+    ) -> None:
+        with self._transaction():
+            parent = self.get_session(parent_id)
+            if parent is None:
+                raise SessionNotFound(f"no session with id {parent_id!r}")
+            self.create_session(
+                child_id,
+                source=parent.source,
+                model=model,
+                provider=provider,
+                api_mode=api_mode,
+                system_prompt=system_prompt,
+                parent_session_id=parent_id,
+                cwd=parent.cwd,
+            )
+            self.update_session(parent_id, end_reason="compressed", ended=True)
+            if parent.title:
+                self.rename(parent_id, None)
+                self.rename(child_id, parent.title)
+            for key, value in (state or {}).items():
+                self.set_state(child_id, key, value)
+            if writer is not None:
+                self.release_writer(parent_id, writer)
+                self.claim_writer(child_id, writer)
+            self.append_messages(child_id, list(enumerate(messages)), writer=writer)
 
     # -- messages -----------------------------------------------------------------------
 
@@ -309,13 +356,13 @@ class PostgresSessionStore:
                 raise StoreError(f"message seq must be a non-negative int, got {seq!r}")
             body = search_body(message)
             rows.append({"seq": seq, "body": body, "words": index_words(body), **_pg_row(message)})
-        if not rows and writer is None:
+        if not rows:
             return
         now = self._clock()
         with self._transaction() as conn:
             self._require(conn, session_id, lock=True)
             if writer is not None:
-                self._take_lease(conn, session_id, writer, None)
+                self._take_lease(conn, session_id, writer, renew_only=True)
             inserted = 0
             for row in rows:
                 cursor = conn.execute(
@@ -488,22 +535,6 @@ def _pg_row(message: dict[str, Any]) -> dict[str, Any]:
     for name in ("tool_call_id", "name", "reasoning"):
         row[name] = _text(row[name])
     return row
-
-
-def _alive(held: dict[str, Any], now: float) -> bool:
-    """A lease counts until it expires, unless its owner was a process on this host that is
-    gone (a crashed CLI must not lock its session for the whole ttl)."""
-    if held["expires_at"] <= now:
-        return False
-    if held["host"] != socket.gethostname():
-        return True
-    try:
-        os.kill(int(held["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _neighbours(conn: psycopg.Connection[Any], session_id: str, seq: int) -> list[dict[str, Any]]:

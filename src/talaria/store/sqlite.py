@@ -20,15 +20,13 @@ from talaria.store.base import (
     AmbiguousSession,
     SearchHit,
     SearchQueryError,
-    SessionBusy,
     SessionExists,
     SessionInfo,
     SessionNotFound,
     StoreError,
     TitleInUse,
     UsageRecord,
-    busy_message,
-    lease_is_stale,
+    lease_expiry,
 )
 from talaria.store.schema import (
     MESSAGE_COLUMNS,
@@ -46,8 +44,6 @@ from talaria.store.schema import (
 T = TypeVar("T")
 
 MIN_PREFIX = 6
-LEASE_RENEWAL = 120.0
-"""Seconds an append extends its writer's lease by."""
 RANK_WINDOW = 2000
 """Search ranks (bm25) among at most this many of the newest matches: ranking costs about a
 microsecond per match, so a word found in every message must not rank the whole history."""
@@ -430,20 +426,13 @@ class SQLiteSessionStore:
         row = conn.execute(
             "SELECT owner, expires_at FROM session_writers WHERE session_id = ?", (session_id,)
         ).fetchone()
-        held = row is not None and row["owner"] == owner
-        if (
-            row is not None
-            and not held
-            and not lease_is_stale(row["owner"], row["expires_at"], now)
-        ):
-            raise SessionBusy(busy_message(session_id, row["owner"]))
-        if renew_only and held:
-            ttl = max(row["expires_at"] - now, LEASE_RENEWAL)
+        held = (row["owner"], row["expires_at"]) if row is not None else None
+        expires = lease_expiry(session_id, held, owner, now, ttl=ttl, renew_only=renew_only)
         conn.execute(
             "INSERT INTO session_writers (session_id, owner, expires_at) VALUES (?, ?, ?) "
             "ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, "
             "expires_at = excluded.expires_at",
-            (session_id, owner, now + (ttl if ttl is not None else LEASE_RENEWAL)),
+            (session_id, owner, expires),
         )
 
     def continue_in_child(
