@@ -106,14 +106,7 @@ def test_a_batch_killed_halfway_runs_only_the_rest_when_restarted(tmp_path: Path
     with ScriptedProvider(script=per_task_script(delay=0.05)) as server:
         command = batch_command(server, tmp_path / "home", str(tasks), "-n", str(concurrency))
         command += ["-o", str(out)]
-        first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while _line_count(out) < count // 2:
-            assert first.poll() is None, first.stderr.read() if first.stderr else ""
-            assert time.monotonic() < deadline, "the batch made no progress"
-            time.sleep(0.05)
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
+        kill_9_halfway(command, out, count)
         finished_first = {line["id"] for line in _complete_lines(out)}
         assert count // 2 <= len(finished_first) < count
         asked_before = len(server.requests)
@@ -129,7 +122,19 @@ def test_a_batch_killed_halfway_runs_only_the_rest_when_restarted(tmp_path: Path
     assert f"{len(finished_first)} already done" in second.stderr
 
 
-def _line_count(path: Path) -> int:
+def kill_9_halfway(command: list[str], out: Path, count: int, **popen: Any) -> None:
+    """Run the batch command and kill -9 it once half the tasks are in the results file."""
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)
+    deadline = time.monotonic() + 180
+    while line_count(out) < count // 2:
+        assert first.poll() is None, first.stderr.read() if first.stderr else ""
+        assert time.monotonic() < deadline, "the batch made no progress"
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+
+
+def line_count(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 

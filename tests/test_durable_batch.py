@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pytest
 from helpers import asked_prompts, per_task_script
 from talaria.testing import ScriptedProvider
 from temporal_cluster import WorkerProcess, new_queue, worker_home
-from test_batch import write_tasks
+from test_batch import kill_9_halfway, line_count, write_tasks
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,15 +37,8 @@ def test_a_batch_on_temporal_killed_halfway_finishes_without_running_a_task_twic
     with ScriptedProvider(script=per_task_script(delay=0.02)) as server:
         workers = [WorkerProcess(temporal_target, queue, server, home, "todo") for _ in range(2)]
         try:
-            first = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-            deadline = time.monotonic() + 180
-            while _line_count(out) < count // 2:
-                assert first.poll() is None, first.stderr.read() if first.stderr else ""
-                assert time.monotonic() < deadline, "the batch made no progress"
-                time.sleep(0.05)
-            first.send_signal(signal.SIGKILL)
-            first.wait(timeout=30)
-            done_first = _line_count(out)
+            kill_9_halfway(command, out, count, env=env)
+            done_first = line_count(out)
 
             second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
             assert second.returncode == 0, second.stderr
@@ -64,7 +55,3 @@ def test_a_batch_on_temporal_killed_halfway_finishes_without_running_a_task_twic
     assert answers == {f"done: task {n:03d}" for n in range(count)}
     assert set(asked.values()) == {2}, "a task ran twice"  # two model calls per task, once
     assert f"{done_first} already done" in second.stderr
-
-
-def _line_count(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0

@@ -9,7 +9,7 @@ result line; it never stops the batch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,33 @@ def pending(tasks: list[BatchTask], results: ResultsFile) -> list[BatchTask]:
     return [task for task in tasks if task.id not in results.done]
 
 
+RunTask = Callable[[BatchTask], Awaitable[dict[str, Any]]]
+
+
+async def drain(
+    tasks: list[BatchTask],
+    results: ResultsFile,
+    runners: list[RunTask],
+    on_done: OnDone | None = None,
+) -> BatchSummary:
+    """Run the tasks the results file lacks, one runner per concurrent slot, writing each
+    result line as its task ends (the local and the Temporal batch share this)."""
+    todo = pending(tasks, results)
+    summary = BatchSummary(total=len(tasks), skipped=len(tasks) - len(todo))
+    queue = iter(todo)
+
+    async def slot(run: RunTask) -> None:
+        for task in queue:  # one shared iterator: each task goes to exactly one slot
+            line = await run(task)
+            results.write(line)
+            summary.count(line)
+            if on_done is not None:
+                on_done(task, line)
+
+    await asyncio.gather(*(slot(run) for run in runners[: max(1, len(todo))]))
+    return summary
+
+
 def agent_arguments(defaults: dict[str, Any], task: BatchTask) -> dict[str, Any]:
     """Agent(...) keywords for one task: the batch's defaults, then the task's own overrides."""
     kwargs = dict(defaults)
@@ -66,29 +93,15 @@ async def run_local(
     from talaria.config import Config
     from talaria.store.factory import open_store
 
-    todo = pending(tasks, results)
-    summary = BatchSummary(total=len(tasks), skipped=len(tasks) - len(todo))
     config = Config.load(agent_options.get("home"), overrides=agent_options.get("config"))
     store = open_store(config.get("store.url"), config.home, config.get("store", {}))
-    queue = iter(todo)
-
-    async def worker() -> None:
-        agents = _AgentPool({**agent_options, "store": store})
-        try:
-            for task in queue:  # one shared iterator: each task goes to exactly one worker
-                line = await agents.run(task)
-                results.write(line)
-                summary.count(line)
-                if on_done is not None:
-                    on_done(task, line)
-        finally:
-            await agents.aclose()
-
+    pools = [_AgentPool({**agent_options, "store": store}) for _ in range(max(1, concurrency))]
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(todo))))))
+        return await drain(tasks, results, [pool.run for pool in pools], on_done)
     finally:
+        for pool in pools:
+            await pool.aclose()
         store.close()
-    return summary
 
 
 class _AgentPool:

@@ -8,7 +8,6 @@ id, so a batch process that is killed and started again attaches to the turns st
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from typing import Any
 
@@ -16,7 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from talaria.batch.local import BatchSummary, OnDone, pending
+from talaria.batch.local import BatchSummary, OnDone, drain
 from talaria.batch.tasks import BatchTask, ResultsFile, failure_line, result_line
 from talaria.durable.protocol import AGENT_OVERRIDES, TurnInput
 from talaria.durable.workflow import TurnWorkflow
@@ -40,25 +39,16 @@ async def run_on_temporal(
     """Run every task the results file does not hold yet, `concurrency` turns at a time.
     Model and tool settings come from the workers; `agent_options` and each task may
     override the model, provider, base_url, api_mode, toolsets and max_turns."""
-    todo = pending(tasks, results)
-    summary = BatchSummary(total=len(tasks), skipped=len(tasks) - len(todo))
     defaults = {k: agent_options.get(k) for k in AGENT_OVERRIDES if agent_options.get(k)}
     if agent_options.get("max_iterations"):
         defaults["max_turns"] = agent_options["max_iterations"]
-    queue = iter(todo)
 
-    async def worker() -> None:
-        for task in queue:  # one shared iterator: each task goes to exactly one worker
-            own = {k: task.options[k] for k in AGENT_OVERRIDES if k in task.options}
-            overrides = {**defaults, **own}
-            line = await _run_task(client, task_queue, task, overrides, workflow_id(results, task))
-            results.write(line)
-            summary.count(line)
-            if on_done is not None:
-                on_done(task, line)
+    async def run(task: BatchTask) -> dict[str, Any]:
+        own = {k: task.options[k] for k in AGENT_OVERRIDES if k in task.options}
+        wid = workflow_id(results, task)
+        return await _run_task(client, task_queue, task, {**defaults, **own}, wid)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(todo))))))
-    return summary
+    return await drain(tasks, results, [run] * max(1, concurrency), on_done)
 
 
 async def _run_task(

@@ -299,3 +299,32 @@ class SessionStore(Protocol):
     def delete_session(self, session_id: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+def hand_over(
+    store: SessionStore,
+    parent_id: str,
+    child_id: str,
+    messages: list[dict[str, Any]],
+    **child: Any,
+) -> None:
+    """The steps of `continue_in_child` (`child` holds model, provider, api_mode,
+    system_prompt, state and writer); each backend runs them inside one transaction."""
+    state: dict[str, Any] = child.pop("state", None) or {}
+    writer: str | None = child.pop("writer", None)
+    parent = store.get_session(parent_id)
+    if parent is None:
+        raise SessionNotFound(f"no session with id {parent_id!r}")
+    store.create_session(
+        child_id, source=parent.source, parent_session_id=parent_id, cwd=parent.cwd, **child
+    )
+    store.update_session(parent_id, end_reason="compressed", ended=True)
+    if parent.title:
+        store.rename(parent_id, None)
+        store.rename(child_id, parent.title)
+    for key, value in state.items():
+        store.set_state(child_id, key, value)
+    if writer is not None:
+        store.release_writer(parent_id, writer)
+        store.claim_writer(child_id, writer)
+    store.append_messages(child_id, list(enumerate(messages)), writer=writer)

@@ -30,6 +30,7 @@ from talaria.store.base import (
     SessionNotFound,
     StoreError,
     TitleInUse,
+    hand_over,
     lease_expiry,
 )
 from talaria.store.pg_schema import TEXT_SEARCH_CONFIG, migrate, tsquery
@@ -316,30 +317,10 @@ class PostgresSessionStore:
         state: dict[str, Any] | None = None,
         writer: str | None = None,
     ) -> None:
+        fields = {"model": model, "provider": provider, "api_mode": api_mode,
+                  "system_prompt": system_prompt, "state": state, "writer": writer}  # fmt: skip
         with self._transaction():
-            parent = self.get_session(parent_id)
-            if parent is None:
-                raise SessionNotFound(f"no session with id {parent_id!r}")
-            self.create_session(
-                child_id,
-                source=parent.source,
-                model=model,
-                provider=provider,
-                api_mode=api_mode,
-                system_prompt=system_prompt,
-                parent_session_id=parent_id,
-                cwd=parent.cwd,
-            )
-            self.update_session(parent_id, end_reason="compressed", ended=True)
-            if parent.title:
-                self.rename(parent_id, None)
-                self.rename(child_id, parent.title)
-            for key, value in (state or {}).items():
-                self.set_state(child_id, key, value)
-            if writer is not None:
-                self.release_writer(parent_id, writer)
-                self.claim_writer(child_id, writer)
-            self.append_messages(child_id, list(enumerate(messages)), writer=writer)
+            hand_over(self, parent_id, child_id, messages, **fields)
 
     # -- messages -----------------------------------------------------------------------
 
