@@ -5,6 +5,7 @@ kill -9 of the worker during a model call and during a tool."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,10 +211,29 @@ async def test_a_tool_not_safe_to_retry_is_reported_not_run_twice(
     assert_valid_history(result)
 
 
-async def test_a_turn_can_be_followed_from_another_client(
+async def test_a_clarify_question_is_answered_through_the_workflow(
     temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
 ) -> None:
-    with ScriptedProvider([text("hello there")]) as server:
+    question = call("clarify", {"question": "Which colour?", "choices": ["red", "blue"]})
+    with ScriptedProvider([question, text("blue it is")]) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home, toolsets="clarify"))
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "paint it", answers=True)
+
+        async def answer(event: dict[str, Any]) -> None:
+            if event["type"] == "ClarifyRequested":
+                assert event["choices"] == ["red", "blue"]
+                assert await turn.respond(event["request_id"], "blue")
+
+        result = await turn.follow(answer)
+    assert result["messages"][2]["content"] == "The user answered: blue"
+    assert result["final_response"] == "blue it is"
+
+
+async def test_a_turn_can_be_followed_from_another_client_and_from_the_cli(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    with ScriptedProvider([text("hello there"), text("from the cli")]) as server:
         workers.append(WorkerProcess(temporal_target, queue, server, home))
         client = await connect(temporal_target)
         turn = await start_turn(client, queue, "hi", workflow_id=f"wf-{queue}")
@@ -221,5 +241,13 @@ async def test_a_turn_can_be_followed_from_another_client(
         result = await other.result()
         assert result == await turn.result()
         events = await other.events()
+        cli = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "talaria.cli.main", "chat", "-q", "again",
+            "--resume", result["session_id"], "--temporal", temporal_target,
+            "--task-queue", queue, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(cli.communicate(), 120)
     assert result["final_response"] == "hello there"
     assert events[-1]["type"] == "TurnFinished"
+    assert cli.returncode == 0, err.decode()
+    assert out.decode().strip() == "from the cli"

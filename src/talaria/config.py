@@ -59,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "retry": {"max_attempts": 3, "base_delay": 1.0, "max_delay": 30.0},
     "telemetry": {"enabled": False, "capture_content": False, "agent_name": "talaria"},
     "store": {"url": None, "pool_size": 10},
+    "durable": {"heartbeat_timeout": 30, "model_call_timeout": 900, "lease_ttl": 900},
 }
 
 BUDGET_KEYS = (

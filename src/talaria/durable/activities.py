@@ -110,10 +110,9 @@ class WorkerAgents:
                 log.warning("model client %s not ready: %s", entry.label, exc)
 
     async def aclose(self) -> None:
-        for agent, runtime in self._agents.values():
+        for _, runtime in self._agents.values():
             await runtime.caller.chain.aclose()
             runtime.executor.shutdown()
-            agent._store = None  # the shared store is closed once, below
         self.store.close()
 
 
