@@ -85,6 +85,8 @@ async def test_a_tool_loop_completes_with_events_and_a_stored_session(
         assert store.load_messages(result["session_id"]) == second["messages"]
         info = store.get_session(result["session_id"])
         assert info is not None and info.usage["total_tokens"] > result["usage"]["total_tokens"]
+        records = store.usage_records(session_id=result["session_id"])
+        assert [r.calls for r in records] == [2, 1]  # one record per turn and model
 
 
 async def test_an_approval_is_answered_through_the_workflow(

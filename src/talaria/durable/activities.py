@@ -46,7 +46,7 @@ from talaria.interaction import RequestLapsed
 from talaria.providers.base import ToolCall, Usage
 from talaria.providers.caller import Watchdog
 from talaria.providers.errors import ProviderError
-from talaria.store.base import SessionBusy
+from talaria.store.base import SessionBusy, UsageRecord
 from talaria.tools.approval import ApprovalState
 from talaria.tools.base import ToolContext
 
@@ -59,7 +59,8 @@ log = logging.getLogger("talaria.durable")
 LOOP_SETTINGS = (
     "model.max_tokens", "prompt_caching.enabled", "prompt_caching.ttl", "retry.max_attempts",
     "retry.base_delay", "retry.max_delay", "approvals.timeout", "agent.tool_timeout",
-    "durable.heartbeat_timeout", "durable.model_call_timeout",
+    "durable.heartbeat_timeout", "durable.model_call_timeout", "agent.max_cost_usd",
+    "agent.max_tokens_per_turn",
 )  # fmt: skip
 """The settings the workflow's copy of the loop reads; it gets these and nothing else."""
 
@@ -230,6 +231,7 @@ class TurnActivities:
             call_id=call.call["id"],
             clarify=bridge.clarify if call.interactive else None,
             services=self._services(runtime, call.session_id),
+            sandbox=runtime.sandbox,
             idempotency_key=key,
         )
         async with _heartbeating():
@@ -278,6 +280,9 @@ class TurnActivities:
             model=finish.model or None,
             provider=finish.provider or None,
             api_mode=finish.api_mode or None,
+        )
+        store.record_usage(
+            finish.session_id, [UsageRecord(finish.session_id, **r) for r in finish.records]
         )
         if finish.writer:
             store.release_writer(finish.session_id, finish.writer)

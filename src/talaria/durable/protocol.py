@@ -112,6 +112,8 @@ class FinishInput:
     api_mode: str = ""
     unsaved: Unsaved | None = None
     writer: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """Per model: model, provider, calls, usage (what `talaria usage` reports)."""
 
 
 def request_id(kind: str, call_id: str) -> str:

@@ -104,6 +104,10 @@ class TurnWorkflow:
         finish = FinishInput(
             session.id, state.usage.to_dict(), state.model, state.provider, state.api_mode,
             unsaved=session.take(), writer=setup.writer,
+            records=[
+                {"model": model, "provider": provider, "calls": calls, "usage": usage.to_dict()}
+                for (model, provider), (usage, calls) in state.models.entries.items()
+            ],
         )  # fmt: skip
         await workflow.execute_local_activity(
             "finish_turn",

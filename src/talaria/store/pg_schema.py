@@ -19,7 +19,8 @@ MIGRATION_LOCK = 0x7A1A_01
 """Key of the advisory lock held while migrating."""
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    # 1: sessions, messages (+ full-text index), per-session state, the writer lease.
+    # 1: sessions, messages (+ full-text index), per-session state, the writer lease,
+    # per-model usage records.
     (
         """
         CREATE TABLE sessions (
@@ -81,6 +82,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             expires_at double precision NOT NULL
         )
         """,
+        """
+        CREATE TABLE usage_records (
+            id bigserial PRIMARY KEY,
+            session_id text NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            created_at double precision NOT NULL,
+            model text NOT NULL,
+            provider text NOT NULL,
+            calls integer NOT NULL,
+            input_tokens bigint NOT NULL,
+            output_tokens bigint NOT NULL,
+            cache_read_tokens bigint NOT NULL,
+            cache_write_tokens bigint NOT NULL,
+            reasoning_tokens bigint NOT NULL,
+            cost_usd double precision
+        )
+        """,
+        "CREATE INDEX usage_records_time ON usage_records(created_at)",
+        "CREATE INDEX usage_records_session ON usage_records(session_id)",
     ),
 )
 

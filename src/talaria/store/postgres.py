@@ -30,6 +30,7 @@ from talaria.store.base import (
     SessionNotFound,
     StoreError,
     TitleInUse,
+    UsageRecord,
     hand_over,
     lease_expiry,
 )
@@ -37,11 +38,14 @@ from talaria.store.pg_schema import TEXT_SEARCH_CONFIG, migrate, tsquery
 from talaria.store.query import index_words
 from talaria.store.schema import (
     MESSAGE_COLUMNS,
+    USAGE_COLUMNS,
     decode_message,
     dumps,
     encode_message,
     search_body,
     session_info,
+    usage_record,
+    usage_values,
 )
 
 MIN_PREFIX = 6
@@ -413,6 +417,31 @@ class PostgresSessionStore:
                 )
                 for row in rows
             ]
+
+    # -- usage records --------------------------------------------------------------------
+
+    def record_usage(self, session_id: str, records: list[UsageRecord]) -> None:
+        now = self._clock()
+        rows = [usage_values(session_id, now, record) for record in records]
+        if not rows:
+            return
+        placeholders = ", ".join(["%s"] * len(rows[0]))
+        with self._transaction() as conn:
+            self._require(conn, session_id)
+            conn.cursor().executemany(
+                f"INSERT INTO usage_records ({USAGE_COLUMNS}) VALUES ({placeholders})", rows
+            )
+
+    def usage_records(
+        self, since: float | None = None, session_id: str | None = None
+    ) -> list[UsageRecord]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {USAGE_COLUMNS} FROM usage_records WHERE created_at >= %s "
+                "AND (%s::text IS NULL OR session_id = %s) ORDER BY created_at, id",
+                (since if since is not None else float("-inf"), session_id, session_id),
+            ).fetchall()
+        return [usage_record(row) for row in rows]
 
     # -- state --------------------------------------------------------------------------
 

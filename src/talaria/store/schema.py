@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from talaria.store.base import SessionInfo, StoreError, content_text
+from talaria.store.base import SessionInfo, StoreError, UsageRecord, content_text
 from talaria.store.query import parse_query
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -110,8 +110,34 @@ USAGE_BUCKETS = (
     "cache_write_tokens",
     "reasoning_tokens",
 )
+USAGE_COLUMNS = (
+    f"session_id, created_at, model, provider, calls, {', '.join(USAGE_BUCKETS)}, cost_usd"
+)
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def usage_values(session_id: str, now: float, record: UsageRecord) -> tuple[Any, ...]:
+    """A usage record as the values of `USAGE_COLUMNS` (every backend stores it so)."""
+    usage = record.usage
+    buckets = (int(usage.get(bucket) or 0) for bucket in USAGE_BUCKETS)
+    return (session_id, now, record.model, record.provider, int(record.calls), *buckets,
+            usage.get("estimated_cost_usd"))  # fmt: skip
+
+
+def usage_record(row: Row) -> UsageRecord:
+    return UsageRecord(
+        session_id=row["session_id"],
+        model=row["model"],
+        provider=row["provider"],
+        calls=row["calls"],
+        usage={
+            **{bucket: row[bucket] for bucket in USAGE_BUCKETS},
+            "estimated_cost_usd": row["cost_usd"],
+        },
+        created_at=row["created_at"],
+    )
+
 
 PREVIEW_CHARS = 200
 

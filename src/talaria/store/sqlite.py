@@ -33,13 +33,15 @@ from talaria.store.schema import (
     MESSAGE_COLUMNS,
     MIGRATIONS,
     SCHEMA_VERSION,
-    USAGE_BUCKETS,
+    USAGE_COLUMNS,
     decode_message,
     dumps,
     encode_message,
     fts_query,
     search_body,
     session_info,
+    usage_record,
+    usage_values,
 )
 
 T = TypeVar("T")
@@ -61,10 +63,6 @@ _SESSION_COLUMNS = (
     " ORDER BY p.seq LIMIT 1) AS preview, "
     "(SELECT content_is_json FROM messages p WHERE p.session_id = s.id AND p.role = 'user' "
     " ORDER BY p.seq LIMIT 1) AS preview_is_json"
-)
-
-_USAGE_COLUMNS = (
-    f"session_id, created_at, model, provider, calls, {', '.join(USAGE_BUCKETS)}, cost_usd"
 )
 
 
@@ -546,19 +544,14 @@ class SQLiteSessionStore:
 
     def record_usage(self, session_id: str, records: list[UsageRecord]) -> None:
         now = self._clock()
-        rows = [
-            (session_id, now, r.model, r.provider, int(r.calls),
-             *(int(r.usage.get(bucket) or 0) for bucket in USAGE_BUCKETS),
-             r.usage.get("estimated_cost_usd"))
-            for r in records
-        ]  # fmt: skip
+        rows = [usage_values(session_id, now, record) for record in records]
         if not rows:
             return
 
         def work(conn: sqlite3.Connection) -> None:
             self._require(conn, session_id)
             conn.executemany(
-                f"INSERT INTO usage_records ({_USAGE_COLUMNS}) "
+                f"INSERT INTO usage_records ({USAGE_COLUMNS}) "
                 f"VALUES ({', '.join('?' * len(rows[0]))})",
                 rows,
             )
@@ -570,25 +563,12 @@ class SQLiteSessionStore:
     ) -> list[UsageRecord]:
         rows = self._read(
             lambda c: c.execute(
-                f"SELECT {_USAGE_COLUMNS} FROM usage_records "
+                f"SELECT {USAGE_COLUMNS} FROM usage_records "
                 "WHERE created_at >= ? AND (? IS NULL OR session_id = ?) ORDER BY created_at, id",
                 (since if since is not None else float("-inf"), session_id, session_id),
             ).fetchall()
         )
-        return [
-            UsageRecord(
-                session_id=row["session_id"],
-                model=row["model"],
-                provider=row["provider"],
-                calls=row["calls"],
-                usage={
-                    **{bucket: row[bucket] for bucket in USAGE_BUCKETS},
-                    "estimated_cost_usd": row["cost_usd"],
-                },
-                created_at=row["created_at"],
-            )
-            for row in rows
-        ]
+        return [usage_record(row) for row in rows]
 
     # -- state --------------------------------------------------------------------------
 
