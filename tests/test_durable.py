@@ -15,6 +15,7 @@ import pytest
 
 from talaria.durable.client import DurableTurn, connect, start_turn
 from talaria.messages.validate import history_problems
+from talaria.store.factory import open_store
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider, call, text
 from temporal_cluster import WorkerProcess, new_queue, worker_home
@@ -146,9 +147,17 @@ async def test_an_interrupt_stops_a_turn_waiting_on_the_model(
     assert [m["role"] for m in result["messages"]] == ["user"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_kill_9_during_a_tool_the_next_worker_finishes_with_the_effect_once(
-    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+    temporal_target: str,
+    tmp_path: Path,
+    queue: str,
+    workers: list[WorkerProcess],
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    store_url = request.getfixturevalue("pg_clean_url") if backend == "postgres" else None
+    home = worker_home(tmp_path / "home", store_url=store_url)
     (home / "pause").touch()
     script = [call("append_line", {"text": "exactly once"}), text("appended it")]
     with ScriptedProvider(script) as server:
@@ -166,6 +175,8 @@ async def test_kill_9_during_a_tool_the_next_worker_finishes_with_the_effect_onc
     assert result["completed"] and result["final_response"] == "appended it"
     assert result["messages"][2]["content"] == "already appended"  # rerun, same key, no effect
     assert_valid_history(result)
+    store = open_store(store_url, home)
+    assert store.load_messages(result["session_id"]) == result["messages"]
 
 
 async def test_kill_9_during_a_model_call_repeats_only_that_call(
