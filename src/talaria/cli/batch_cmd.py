@@ -64,7 +64,12 @@ def run_batch_command(args: argparse.Namespace) -> int:
         )
         return 130
     print(summary.text(results), file=sys.stderr)
-    return EXIT_OK if summary.failed == 0 else EXIT_AGENT_FAILURE
+    code = EXIT_OK if summary.failed == 0 else EXIT_AGENT_FAILURE
+    if args.temporal:
+        from talaria.cli.durable_cmd import exit_now
+
+        exit_now(code)
+    return code
 
 
 async def _dispatch(

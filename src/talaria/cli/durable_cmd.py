@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
 from talaria.cli.options import agent_kwargs, resume_ref
@@ -76,8 +76,18 @@ def run_durable_chat(args: argparse.Namespace) -> int:
         result = asyncio.run(_durable_turn(args))
     except (DurableError, ValueError) as exc:
         print(f"talaria: {exc}", file=sys.stderr)
-        return EXIT_AGENT_FAILURE
-    return _report(result, as_json=args.json)
+        exit_now(EXIT_AGENT_FAILURE)
+    exit_now(_report(result, as_json=args.json))
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit without interpreter finalization: temporalio's core threads can abort it
+    ("PyGILState_Release ... finalizing") after all our work is done and flushed."""
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def _durable_turn(args: argparse.Namespace) -> dict[str, Any]:
