@@ -66,18 +66,17 @@ def run_worker_command(args: argparse.Namespace) -> int:
 def run_durable_chat(args: argparse.Namespace) -> int:
     import asyncio
 
-    from talaria.cli.oneshot import _report
+    from talaria.cli.oneshot import Output
     from talaria.durable.client import DurableError
 
+    output = Output(args.output_format)
     if args.api_key:
-        print("talaria: --api-key stays on the workers; configure it there", file=sys.stderr)
-        return EXIT_AGENT_FAILURE
+        return output.failure("--api-key stays on the workers; configure it there", 2)
     try:
         result = asyncio.run(_durable_turn(args))
     except (DurableError, ValueError) as exc:
-        print(f"talaria: {exc}", file=sys.stderr)
-        exit_now(EXIT_AGENT_FAILURE)
-    exit_now(_report(result, as_json=args.json))
+        exit_now(output.failure(str(exc), EXIT_AGENT_FAILURE))
+    exit_now(output.report(result))
 
 
 def exit_now(code: int) -> NoReturn:

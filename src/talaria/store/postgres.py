@@ -361,6 +361,22 @@ class PostgresSessionStore:
                     (inserted, now, session_id),
                 )
 
+    def truncate_messages(self, session_id: str, keep: int) -> int:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise StoreError(f"keep must be a non-negative int, got {keep!r}")
+        with self._transaction() as conn:
+            self._require(conn, session_id, lock=True)
+            deleted = conn.execute(
+                "DELETE FROM messages WHERE session_id = %s AND seq >= %s", (session_id, keep)
+            ).rowcount
+            if deleted:
+                conn.execute(
+                    "UPDATE sessions SET message_count = message_count - %s, updated_at = %s "
+                    "WHERE id = %s",
+                    (deleted, self._clock(), session_id),
+                )
+        return int(deleted)
+
     def load_messages(self, session_id: str) -> list[dict[str, Any]]:
         with self._transaction() as conn:
             self._require(conn, session_id)
