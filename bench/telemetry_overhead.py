@@ -1,7 +1,8 @@
 """What telemetry and budgets cost per step: the loop_overhead tool loop, three ways.
 
 Fresh agents run turns of 40 and of 2 model calls against the scripted provider (own process);
-the marginal step is (T40 - T2) / 38, as in loop_overhead.py. Variants: telemetry off (the
+the marginal step is (T40 - T2) / 38, as in loop_overhead.py, in wall time and in this
+process's CPU time (which other load on the machine disturbs less). Variants: telemetry off (the
 default: nothing imported), telemetry on (the OpenTelemetry SDK with a batch processor and an
 exporter that drops what it gets, so the figure is talaria's and the SDK's in-process cost, not
 a network's), and budgets on (`agent.max_cost_usd` and `agent.max_tokens_per_turn`, checked
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from typing import Any
 
 from common import (
@@ -59,25 +61,38 @@ def _install_sdk() -> None:
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
 
-def turns(url: str, config: dict[str, Any], reps: int, lengths: list[int]) -> list[dict[str, Any]]:
+def turns(url: str, reps: int, lengths: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """Per variant, `reps` rounds of one turn per length on fresh agents, the variants
+    interleaved so that a change in the machine's load hits them alike. Each turn records its
+    wall time and the CPU time of this process (all its threads: the span exporter's too)."""
     from talaria import Agent
 
-    def agent(home: str) -> Any:
+    def agent(home: str, config: dict[str, Any]) -> Any:
         return Agent(model=MODEL, base_url=url, api_key="x", toolsets=[], tools=[_noop_tool()],
                      home=home, cwd=home, config={"context.engine": "none", **config})
 
-    measured = []
+    measured: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory() as home:
-        with agent(home) as warm:
-            warm.run_conversation("warm up")
+        for config in VARIANTS.values():
+            with agent(home, config) as warm:
+                warm.run_conversation("warm up")
         for _ in range(reps):
-            for length in lengths:
-                with agent(home) as fresh, stopwatch() as elapsed:
-                    result = fresh.run_conversation(f"steps={length}")
-                measured.append({"steps": length, "seconds": elapsed[0],
-                                 "api_calls": result["api_calls"],
-                                 "final": result["final_response"]})
+            for name, config in VARIANTS.items():
+                for length in lengths:
+                    with agent(home, config) as fresh:
+                        cpu = time.process_time()
+                        with stopwatch() as elapsed:
+                            result = fresh.run_conversation(f"steps={length}")
+                        cpu = time.process_time() - cpu
+                    measured[name].append({"steps": length, "seconds": elapsed[0], "cpu": cpu,
+                                           "api_calls": result["api_calls"],
+                                           "final": result["final_response"]})
     return measured
+
+
+def cpu_step(measured: list[dict[str, Any]], steps: int) -> float:
+    """Marginal CPU seconds per step, as `marginal_step` does for wall time."""
+    return marginal_step([{**t, "seconds": t["cpu"]} for t in measured], steps)
 
 
 def import_cost(reps: int) -> float:
@@ -94,11 +109,12 @@ def run(steps: int = 40, reps: int = 5) -> list[Row]:
     notes: dict[str, Any] = {"steps per turn": steps, "reps": reps}
     rows = []
     with ProviderProcess(tool_loop_plan(steps)) as provider:
-        for name, config in VARIANTS.items():
-            measured = turns(provider.url, config, reps, lengths)
-            check_turns(name, measured, steps)
-            rows.append(Row(f"{name}: marginal wall time per step", marginal_step(measured, steps)))
-            notes[name] = [round(t["seconds"], 4) for t in measured]
+        measured = turns(provider.url, reps, lengths)
+    for name, variant in measured.items():
+        check_turns(name, variant, steps)
+        rows.append(Row(f"{name}: CPU per step", cpu_step(variant, steps)))
+        rows.append(Row(f"{name}: wall time per step", marginal_step(variant, steps)))
+        notes[name] = [f"{t['seconds']:.3f}s/{t['cpu']:.3f}cpu" for t in variant]
     rows.append(Row("import of the OpenTelemetry part (when enabled)", import_cost(reps)))
     report("telemetry_overhead", f"Telemetry and budgets ({steps}-step tool loop)", rows, notes)
     return rows
