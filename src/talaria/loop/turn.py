@@ -402,8 +402,8 @@ async def _over_budget(
     next_call.estimated_cost_usd = estimate_cost(active.model, next_call, active.provider)
     if meter.unpriced(next_call) and active.label not in meter.budgets.unpriced_noted:
         meter.budgets.unpriced_noted.add(active.label)
-        rt.emit(Notice("warning", f"{active.label} has no known price: the cost budget is "
-                                  "not enforced (token budgets still are)"))  # fmt: skip
+        note = f"{active.label} has no known price: the cost budget is not enforced"
+        rt.emit(Notice("warning", f"{note} (token budgets still are)"))
     verdict = meter.verdict(next_call)
     if verdict.exceeded is None:
         return False
