@@ -312,7 +312,7 @@ def test_a_client_that_disconnects_does_not_stop_the_run(
 def test_sessions_list_read_rename_fork_delete_on_the_clis_store(
     serve: ServeProcess, provider: ScriptedProvider
 ) -> None:
-    provider.add(text("stored answer"))
+    provider.add(text("stored answer", usage={"input_tokens": 30, "output_tokens": 5}))
     with serve.http() as http:
         run = http.post("/v1/runs", json={"input": "store this"}).json()
         _run_events(serve, run["run_id"])
@@ -321,6 +321,12 @@ def test_sessions_list_read_rename_fork_delete_on_the_clis_store(
         read = http.get(f"/v1/sessions/{session_id}").json()
         assert _texts(read["messages"]) == ["store this", "stored answer"]
         assert read["usage"]["total_tokens"] > 0 and "cost_usd" in read
+        (by_model,) = read["usage_by_model"]  # the numbers `talaria usage` shows
+        assert (by_model["calls"], by_model["input_tokens"], by_model["output_tokens"]) == (
+            1,
+            30,
+            5,
+        )
         renamed = http.patch(f"/v1/sessions/{session_id}", json={"title": "kept"}).json()
         assert renamed["title"] == "kept"
         fork = http.post(f"/v1/sessions/{session_id}/fork", json={}).json()

@@ -18,6 +18,7 @@ from talaria.server.bodies import field_of, read_json
 from talaria.server.errors import ApiError
 from talaria.server.hub import SessionHub, hub_of
 from talaria.store.base import SessionInfo
+from talaria.store.usage import summarise
 
 
 def session_view(info: SessionInfo, hub: SessionHub) -> dict[str, Any]:
@@ -57,7 +58,11 @@ async def read_session(request: Request) -> Response:
     hub = hub_of(request)
     info = await _info(hub, request.path_params["session_id"])
     messages = await run_blocking(hub.store.load_messages, info.id)
-    return JSONResponse({**session_view(info, hub), "messages": messages})
+    records = await run_blocking(hub.store.usage_records, None, info.id)
+    by_model = [row.to_dict() for row in summarise(records, "model")]
+    return JSONResponse(
+        {**session_view(info, hub), "messages": messages, "usage_by_model": by_model}
+    )
 
 
 async def rename_session(request: Request) -> Response:

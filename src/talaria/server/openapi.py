@@ -116,6 +116,11 @@ SCHEMAS: dict[str, Any] = {
             "cost_usd": {"type": ["number", "null"]},
             "preview": {"type": "string"},
             "running_run_id": {"type": ["string", "null"]},
+            "usage_by_model": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "reading one session: its calls by model, as `talaria usage`",
+            },
         },
     },
 }
