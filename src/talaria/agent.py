@@ -137,7 +137,7 @@ class Agent:
 
     async def arun_conversation(
         self,
-        user_message: str,
+        user_message: str | list[dict[str, Any]],
         system_message: str | None = None,
         conversation_history: list[dict[str, Any]] | None = None,
         task_id: str | None = None,
@@ -146,8 +146,7 @@ class Agent:
         from talaria.loop.turn import busy_result, result_dict, run_turn
         from talaria.store.base import SessionBusy
 
-        if not isinstance(user_message, str):
-            raise TypeError("user_message must be a string")
+        _check_user_message(user_message)
         if not self._turn_lock.acquire(blocking=False):
             raise RuntimeError("this agent is already running a turn; interrupt() it first")
         try:
@@ -406,6 +405,19 @@ def _as_tool(obj: Any) -> Tool:
     from talaria.tools.registry import as_tool
 
     return as_tool(obj)
+
+
+def _check_user_message(message: object) -> None:
+    """A string, or OpenAI-style content parts (text and image_url) for a multimodal turn."""
+    if isinstance(message, str):
+        return
+    if not isinstance(message, list):
+        raise TypeError("user_message must be a string or a list of content parts")
+    from talaria.messages.validate import content_problem
+
+    problem = content_problem(message, may_be_empty=False)
+    if problem:
+        raise ValueError(f"user_message: {problem}")
 
 
 def _loop_running() -> bool:

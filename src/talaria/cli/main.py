@@ -161,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_batch_parser(commands, _add_model_options)
     add_worker_parser(commands, _add_model_options)
+
+    acp = commands.add_parser(
+        "acp", help="serve the Agent Client Protocol on stdio (Zed, JetBrains, other editors)"
+    )
+    _add_model_options(acp)
     return parser
 
 
@@ -243,6 +248,12 @@ def _run_mcp(args: argparse.Namespace) -> int:
     return run_mcp(args)
 
 
+def _run_acp(args: argparse.Namespace) -> int:
+    from talaria.acp.command import run_acp
+
+    return run_acp(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": _run_chat,
     "sessions": _run_sessions,
@@ -254,6 +265,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "mcp": _run_mcp,
     "batch": _run_batch,
     "worker": _run_worker,
+    "acp": _run_acp,
 }
 
 

@@ -71,7 +71,7 @@ class TurnState:
 
 
 async def run_turn(
-    rt: Runtime, session: SessionHandle, user_message: str, task_id: str
+    rt: Runtime, session: SessionHandle, user_message: str | list[Message], task_id: str
 ) -> TurnState:
     active = rt.caller.chain.active
     with rt.telemetry.turn(
@@ -80,7 +80,7 @@ async def run_turn(
         task_id=task_id,
         model=active.model,
         provider=active.provider,
-        user_message=user_message,
+        user_message=_text_of(user_message),
     ) as observed:
         state = await _run_turn(rt, session, user_message, task_id)
         observed.turn_done(
@@ -95,7 +95,7 @@ async def run_turn(
 
 
 async def _run_turn(
-    rt: Runtime, session: SessionHandle, user_message: str, task_id: str
+    rt: Runtime, session: SessionHandle, user_message: str | list[Message], task_id: str
 ) -> TurnState:
     rt.caller.start_turn()
     active = rt.caller.chain.active
@@ -111,7 +111,7 @@ async def _run_turn(
     else:
         state.meter = open_meter(rt.budgets, None)
     _price(state.usage, active.model, active.provider)
-    rt.emit(TurnStarted(task_id, session.id, user_message))
+    rt.emit(TurnStarted(task_id, session.id, _text_of(user_message)))
     await rt.sync_tools()
     metering = ACTIVE_METER.set(state.meter)
     try:
@@ -355,6 +355,12 @@ async def _run_tools(
     )
     await session.append(*messages)
     return batch.halt
+
+
+def _text_of(content: str | list[Message]) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
 
 
 def _unrun(calls: list[ToolCall], content: str) -> list[Message]:

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,24 +86,34 @@ def _refuse_binary(path: Path, head: bytes) -> None:
 
 def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = DEFAULT_LIMIT) -> str:
     """Lines `offset`.. (1-based) of a text file, numbered as "N|line"."""
-    if offset < 1 or limit < 1:
-        raise ToolError("offset and limit must be at least 1")
+    check_window(offset, limit)
     target = _existing_file(path, ctx.cwd)
-    shown: list[str] = []
-    total = 0
     with open(target, "rb") as handle:
         _refuse_binary(target, handle.read(_SNIFF_BYTES))
         handle.seek(0)
-        for total, raw in enumerate(handle, start=1):
-            if offset <= total < offset + limit:
-                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                if len(line) > MAX_LINE_CHARS:
-                    line = f"{line[:MAX_LINE_CHARS]}... [{len(line) - MAX_LINE_CHARS} chars cut]"
-                shown.append(f"{total}|{line}")
+        lines = (raw.decode("utf-8", errors="replace").rstrip("\r\n") for raw in handle)
+        return number_lines(lines, str(target), offset, limit)
+
+
+def check_window(offset: int, limit: int) -> None:
+    if offset < 1 or limit < 1:
+        raise ToolError("offset and limit must be at least 1")
+
+
+def number_lines(lines: Iterable[str], name: str, offset: int, limit: int) -> str:
+    """What read_file shows of a file's lines: numbered "N|line", long lines cut, and a
+    footer saying where the window ends (shared by every source of file text)."""
+    shown: list[str] = []
+    total = 0
+    for total, line in enumerate(lines, start=1):
+        if offset <= total < offset + limit:
+            if len(line) > MAX_LINE_CHARS:
+                line = f"{line[:MAX_LINE_CHARS]}... [{len(line) - MAX_LINE_CHARS} chars cut]"
+            shown.append(f"{total}|{line}")
     if total == 0:
-        return f"{target} is empty."
+        return f"{name} is empty."
     if offset > total:
-        raise ToolError(f"offset {offset} is past the end of {target} ({total} lines)")
+        raise ToolError(f"offset {offset} is past the end of {name} ({total} lines)")
     last = offset + len(shown) - 1
     if last < total:
         footer = (
@@ -143,9 +153,14 @@ def write_file(path: str, content: str, ctx: ToolContext) -> str:
     with path_lock(target):
         existed = target.exists()
         _atomic_write(target, data)
+    return write_report(target, content, existed)
+
+
+def write_report(target: Path, content: str, existed: bool) -> str:
+    data_size = len(content.encode("utf-8"))
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     verb = "Overwrote" if existed else "Created"
-    return f"{verb} {target}: {len(data)} bytes, {lines} lines."
+    return f"{verb} {target}: {data_size} bytes, {lines} lines."
 
 
 def _read_text(path: Path) -> str:
@@ -187,30 +202,46 @@ def patch(
     path: str, old_string: str, new_string: str, ctx: ToolContext, replace_all: bool = False
 ) -> str:
     """Replace `old_string` with `new_string` (exactly once unless replace_all)."""
+    check_patch_strings(old_string, new_string)
+    target = _existing_file(path, ctx.cwd)
+    with path_lock(target):
+        text = _read_text(target)
+        updated, count = replace_text(text, old_string, new_string, replace_all, target)
+        _atomic_write(target, updated.encode("utf-8", errors="surrogateescape"))
+    return patch_report(target, count, text, updated, ctx.cwd)
+
+
+def check_patch_strings(old_string: str, new_string: str) -> None:
     if not old_string:
         raise ToolError("old_string is empty; use write_file to create or replace a whole file")
     if old_string == new_string:
         raise ToolError("old_string and new_string are the same; nothing to change")
-    target = _existing_file(path, ctx.cwd)
-    with path_lock(target):
-        text = _read_text(target)
-        count = text.count(old_string)
-        if count == 0:
-            raise ToolError(
-                f"old_string was not found in {target}; it must match exactly, "
-                f"including whitespace and indentation.{_closest(text, old_string)}"
-            )
-        if count > 1 and not replace_all:
-            where = ", ".join(map(str, _match_lines(text, old_string)[:10]))
-            raise ToolError(
-                f"old_string matches {count} places in {target} (lines {where}); include more "
-                "surrounding lines to make it unique, or pass replace_all=true"
-            )
-        updated = text.replace(old_string, new_string, -1 if replace_all else 1)
-        _atomic_write(target, updated.encode("utf-8", errors="surrogateescape"))
-    return f"Patched {target}: {count if replace_all else 1} replacement(s).\n" + _diff(
-        text, updated, target, ctx.cwd
+
+
+def replace_text(
+    text: str, old_string: str, new_string: str, replace_all: bool, target: Path
+) -> tuple[str, int]:
+    """`text` with the replacement made, and how many places changed; a ToolError that shows
+    the closest text when `old_string` is not there, or the lines when it is not unique."""
+    count = text.count(old_string)
+    if count == 0:
+        raise ToolError(
+            f"old_string was not found in {target}; it must match exactly, "
+            f"including whitespace and indentation.{_closest(text, old_string)}"
+        )
+    if count > 1 and not replace_all:
+        where = ", ".join(map(str, _match_lines(text, old_string)[:10]))
+        raise ToolError(
+            f"old_string matches {count} places in {target} (lines {where}); include more "
+            "surrounding lines to make it unique, or pass replace_all=true"
+        )
+    return text.replace(old_string, new_string, -1 if replace_all else 1), (
+        count if replace_all else 1
     )
+
+
+def patch_report(target: Path, count: int, before: str, after: str, cwd: Path) -> str:
+    return f"Patched {target}: {count} replacement(s).\n" + _diff(before, after, target, cwd)
 
 
 def _diff(before: str, after: str, path: Path, cwd: Path) -> str:

@@ -217,7 +217,7 @@ def format_result(result: RunResult, timeout: float) -> str:
     return "\n".join(lines)
 
 
-def _timeout(value: float | None) -> float:
+def command_timeout(value: float | None) -> float:
     if value is None:
         return DEFAULT_TIMEOUT
     if value <= 0:
@@ -247,7 +247,7 @@ def terminal(
             f"Started in the background as {started.id} (pid {started.pid}). Check it with "
             f"process(action='poll', id='{started.id}'); stop it with action='kill'."
         )
-    limit = _timeout(timeout)
+    limit = command_timeout(timeout)
     result = run_command(command, str(ctx.cwd), limit, ctx.interrupt, prefix)
     text = format_result(result, limit)
     if prefix and (

@@ -1,0 +1,80 @@
+"""A `session/prompt` as a talaria user message.
+
+Text stays text; a resource link becomes a mention of its path (the agent can read it); an
+embedded resource (an editor's @-mention with the buffer's text) is a mention in place plus the
+text in a context block after the message; images become image parts when the model takes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from acp import RequestError
+from acp.schema import (
+    AudioContentBlock,
+    BlobResourceContents,
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    ResourceContentBlock,
+    TextContentBlock,
+)
+
+UserMessage = str | list[dict[str, Any]]
+
+
+def user_message(blocks: list[Any], *, images: bool) -> UserMessage:
+    """The message the agent gets; RequestError for content this agent did not advertise."""
+    inline: list[str] = []
+    context: list[str] = []
+    pictures: list[dict[str, Any]] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            inline.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            inline.append(_mention(block.uri, block.name))
+        elif isinstance(block, EmbeddedResourceContentBlock):
+            inline.append(_mention(block.resource.uri, None))
+            context.append(_context_block(block))
+        elif isinstance(block, ImageContentBlock):
+            pictures.append(_image_part(block, images))
+        elif isinstance(block, AudioContentBlock):
+            raise RequestError.invalid_params({"details": "talaria does not take audio prompts"})
+    text = "".join(inline).strip()
+    if context:
+        text = "\n\n".join([text, *context]) if text else "\n\n".join(context)
+    if not text and not pictures:
+        raise RequestError.invalid_params({"details": "the prompt is empty"})
+    if not pictures:
+        return text
+    return [*([{"type": "text", "text": text}] if text else []), *pictures]
+
+
+def uri_path(uri: str) -> str:
+    """A file URI as a local path; any other URI as it is."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def _mention(uri: str, name: str | None) -> str:
+    path = uri_path(uri)
+    return f" @{path} " if path else f" @{name} "
+
+
+def _context_block(block: EmbeddedResourceContentBlock) -> str:
+    resource = block.resource
+    path = uri_path(resource.uri)
+    if isinstance(resource, BlobResourceContents):
+        size = len(resource.blob) * 3 // 4
+        kind = resource.mime_type or "binary data"
+        return f'<context path="{path}">\n[{kind}, about {size} bytes, not shown]\n</context>'
+    return f'<context path="{path}">\n{resource.text}\n</context>'
+
+
+def _image_part(block: ImageContentBlock, images: bool) -> dict[str, Any]:
+    if not images:
+        raise RequestError.invalid_params(
+            {"details": "this model does not take images (model.vision is false)"}
+        )
+    url = f"data:{block.mime_type};base64,{block.data}"
+    return {"type": "image_url", "image_url": {"url": url}}

@@ -1,0 +1,142 @@
+"""The ACP agent side: initialize, sessions (new, load, modes), prompts and cancel.
+
+Session ids are talaria session ids: what runs in the editor is in the home's store, so it shows
+in `talaria sessions list` and resumes in `talaria chat --resume`, and a session started there
+loads here.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SetSessionModeResponse,
+)
+
+from talaria import __version__
+from talaria.acp.modes import MODE_IDS
+from talaria.acp.session import AcpSession, SessionSettings
+from talaria.loop.session import new_session_id
+
+log = logging.getLogger("talaria.acp")
+
+
+class TalariaAcpAgent:
+    """Implements the SDK's `acp.Agent` protocol (methods it lacks answer "method not found")."""
+
+    def __init__(self, settings: SessionSettings) -> None:
+        self._settings = settings
+        self._conn: Any = None
+        self._client_caps: Any = None
+        self._sessions: dict[str, AcpSession] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **_: Any,
+    ) -> InitializeResponse:
+        self._client_caps = client_capabilities
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=self._settings.images, audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=False, sse=False),
+            ),
+            agent_info=Implementation(name="talaria", title="talaria", version=__version__),
+        )
+
+    async def authenticate(self, method_id: str, **_: Any) -> None:
+        return None  # keys come from the config, the environment or --api-key
+
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> NewSessionResponse:
+        session = self._open(new_session_id(), cwd, mcp_servers)
+        return NewSessionResponse(session_id=session.id, modes=session.modes.state())
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> LoadSessionResponse:
+        old = self._sessions.pop(session_id, None)
+        if old is not None:
+            await old.close()
+        session = self._open(session_id, cwd, mcp_servers)
+        if session.agent.store.get_session(session_id) is None:
+            await self._drop(session)
+            raise RequestError.invalid_params(
+                {"details": f"no session {session_id!r} in {session.agent.home}"}
+            )
+        await session.replay()
+        return LoadSessionResponse(modes=session.modes.state())
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **_: Any
+    ) -> SetSessionModeResponse:
+        session = self._session(session_id)
+        if mode_id not in MODE_IDS:
+            raise RequestError.invalid_params(
+                {"details": f"unknown mode {mode_id!r}; modes: {', '.join(MODE_IDS)}"}
+            )
+        session.modes.set(mode_id)
+        return SetSessionModeResponse()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        stop = await self._session(session_id).prompt(prompt)
+        return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.cancel()
+
+    async def close(self) -> None:
+        """End every session (the connection is gone)."""
+        for session in list(self._sessions.values()):
+            await self._drop(session)
+
+    def _open(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> AcpSession:
+        folder = Path(cwd)
+        if not folder.is_absolute() or not folder.is_dir():
+            raise RequestError.invalid_params(
+                {"details": f"cwd must be an existing absolute directory, got {cwd!r}"}
+            )
+        if mcp_servers:
+            names = ", ".join(getattr(server, "name", "?") for server in mcp_servers)
+            log.warning("MCP servers from the editor are not connected yet (ignored: %s)", names)
+        session = AcpSession(session_id, self._conn, self._client_caps, self._settings, folder)
+        self._sessions[session.id] = session
+        return session
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params(
+                {"details": f"unknown session {session_id!r}; call session/new or session/load"}
+            )
+        return session
+
+    async def _drop(self, session: AcpSession) -> None:
+        self._sessions.pop(session.id, None)
+        try:
+            await session.close()
+        except Exception:
+            log.warning("session %s did not close cleanly", session.id, exc_info=True)

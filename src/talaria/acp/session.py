@@ -1,0 +1,226 @@
+"""One ACP session: a talaria Agent, its updates to the editor, and its permission requests.
+
+The agent's events arrive on any thread; they are handled on the server's event loop, in the
+order the engine emitted them, and sent to the client one after the other. An approval request
+becomes `session/request_permission` behind the tool call it is about; the answer goes back
+through `agent.respond`, and a request the engine withdraws (interrupt, timeout) is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from acp import RequestError
+from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
+
+from talaria.acp.client_tools import EditorSide, editor_tools, recorded_edits
+from talaria.acp.describe import describe_call
+from talaria.acp.modes import ModeSwitch
+from talaria.acp.prompt import user_message
+from talaria.acp.updates import CallNotes, EventTranslator, history_updates, text_content
+from talaria.agent import Agent
+from talaria.events import ApprovalRequested, Event, RequestWithdrawn
+
+log = logging.getLogger("talaria.acp")
+
+PERMISSION_OPTIONS = (
+    PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once"),
+    PermissionOption(option_id="allow-always", name="Always allow", kind="allow_always"),
+    PermissionOption(option_id="reject-once", name="Reject", kind="reject_once"),
+    PermissionOption(option_id="reject-always", name="Always reject", kind="reject_always"),
+)
+DECISIONS = {
+    "allow-once": "once",
+    "allow-always": "always",
+    "reject-once": "deny",
+    "reject-always": "deny",
+}
+"""talaria keeps no deny rules, so "always reject" rejects this call and the model is told."""
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What every session of this server shares (from the command line and the config)."""
+
+    agent_kwargs: dict[str, Any]
+    toolsets: list[str]
+    images: bool
+
+
+class UpdateStream:
+    """Session updates to the client, sent one at a time in the order they were pushed.
+    An item is an update, or a callable run when its turn comes (it starts a permission
+    request exactly after the updates before it)."""
+
+    def __init__(self, conn: Any, session_id: str) -> None:
+        self._conn = conn
+        self._session_id = session_id
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def push(self, item: Any) -> None:
+        """Call on the server's loop only."""
+        self._queue.put_nowait(item)
+
+    async def drain(self) -> None:
+        await self._queue.join()
+
+    def close(self) -> None:
+        self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            item = await self._queue.get()
+            try:
+                if callable(item):
+                    item()
+                else:
+                    await self._conn.session_update(session_id=self._session_id, update=item)
+            except Exception:
+                log.warning("session %s: an update was lost", self._session_id, exc_info=True)
+            finally:
+                self._queue.task_done()
+
+
+class AcpSession:
+    def __init__(self, acp_id: str, conn: Any, caps: Any, settings: SessionSettings, cwd: Path):
+        self.id = acp_id
+        self.cwd = cwd
+        self._conn = conn
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._asks: dict[str, asyncio.Task[None]] = {}
+        self._cancelled = False
+        self._images = settings.images
+        self.updates = UpdateStream(conn, acp_id)
+        notes = CallNotes()
+        tools, replaced = editor_tools(EditorSide(conn, acp_id, notes, self.updates.push), caps)
+        self.modes = ModeSwitch()
+        self.agent = Agent(
+            **{
+                **settings.agent_kwargs,
+                "tools": tools,
+                "toolsets": [name for name in settings.toolsets if name not in replaced],
+                "cwd": cwd,
+                "session_id": acp_id,
+                "plugins": [self.modes],
+                "source": "acp",
+            }
+        )
+        self.modes.attach(self.agent.approvals)
+        self._translator = EventTranslator(cwd, notes, recorded_edits(tools))
+        self._unsubscribe = self.agent.subscribe(self._on_event, answers=("approval",))
+
+    # ---- the ACP methods --------------------------------------------------------------
+
+    async def prompt(self, blocks: list[Any]) -> str:
+        """Run one turn; the stop reason the editor gets."""
+        message = user_message(blocks, images=self._images)
+        self._cancelled = False
+        try:
+            result = await self.agent.arun_conversation(message)
+        except RuntimeError as exc:
+            raise RequestError.invalid_request({"details": str(exc)}) from None
+        finally:
+            await self.updates.drain()
+        return stop_reason(result, cancelled=self._cancelled)
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self.agent.interrupt("cancelled by the editor")
+
+    async def replay(self) -> None:
+        """Send the stored conversation as the updates the editor would have seen live."""
+        messages = await asyncio.to_thread(self.agent.store.load_messages, self.id)
+        for update in history_updates(messages, self.cwd):
+            self.updates.push(update)
+        await self.updates.drain()
+
+    async def close(self) -> None:
+        self._unsubscribe()
+        for task in list(self._asks.values()):
+            task.cancel()
+        self.updates.close()
+        await self.agent.aclose()
+
+    # ---- engine events ------------------------------------------------------------------
+
+    def _on_event(self, event: Event) -> None:
+        """The agent's listener: events from tool threads hop onto the loop."""
+        if threading.get_ident() == self._loop_thread:
+            self._handle(event)
+        else:
+            self._loop.call_soon_threadsafe(self._handle, event)
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, ApprovalRequested):
+            self.updates.push(functools.partial(self._start_asking, event))
+        elif isinstance(event, RequestWithdrawn):
+            task = self._asks.pop(event.request_id, None)
+            if task is not None:
+                task.cancel()
+        else:
+            for update in self._translator.translate(event):
+                self.updates.push(update)
+
+    def _start_asking(self, event: ApprovalRequested) -> None:
+        pending = {request.request_id for request in self.agent.pending_requests}
+        if event.request_id in pending:
+            self._asks[event.request_id] = self._loop.create_task(self._ask(event))
+
+    async def _ask(self, event: ApprovalRequested) -> None:
+        view = describe_call(event.tool_name, event.arguments, self.cwd)
+        tool_call = ToolCallUpdate(
+            tool_call_id=event.call_id,
+            title=view.title,
+            kind=view.kind,  # type: ignore[arg-type]
+            status="pending",
+            raw_input=event.arguments,
+            content=[text_content(f"{event.reason}: {event.command}")],
+        )
+        decision = "deny"
+        try:
+            response = await self._conn.request_permission(
+                session_id=self.id, tool_call=tool_call, options=list(PERMISSION_OPTIONS)
+            )
+            decision = decision_for(response.outcome)
+        except asyncio.CancelledError:
+            return  # withdrawn by the engine: nothing to answer
+        except Exception:
+            log.warning("permission request failed; denying", exc_info=True)
+        finally:
+            self._asks.pop(event.request_id, None)
+        self.agent.respond(event.request_id, decision)
+
+
+def decision_for(outcome: Any) -> str:
+    """The talaria decision for the editor's answer (cancelled means deny)."""
+    if isinstance(outcome, AllowedOutcome):
+        return DECISIONS.get(outcome.option_id, "deny")
+    return "deny"
+
+
+STOP_REASONS: dict[str, str] = {
+    "text_response": "end_turn",
+    "max_iterations_reached": "max_turn_requests",
+    "interrupted": "cancelled",
+    "failed:refusal": "refusal",
+}
+
+
+def stop_reason(result: dict[str, Any], *, cancelled: bool) -> str:
+    """ACP's stop reason for a finished turn; a failed turn is an error the editor shows."""
+    reason = str(result.get("turn_exit_reason", ""))
+    if cancelled:
+        return "cancelled"
+    if reason in STOP_REASONS:
+        return STOP_REASONS[reason]
+    if reason.startswith("failed:"):
+        raise RequestError(-32603, f"talaria: {result.get('error') or reason}", {"reason": reason})
+    return "end_turn"  # loop_detected, halted:...: the agent stopped and said why
