@@ -178,7 +178,7 @@ class Editor:
         found = self.of(ToolCallProgress)
         return [u for u in found if call_id is None or u.tool_call_id == call_id]
 
-    async def wait_for(self, found: Callable[[], Any], timeout: float = 20.0) -> Any:
+    async def wait_for(self, found: Callable[[], Any], timeout: float = 60.0) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = found()

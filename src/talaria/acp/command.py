@@ -19,6 +19,14 @@ from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
 
 
 def run_acp(args: argparse.Namespace) -> int:
+    try:
+        import acp  # noqa: F401
+    except ImportError:
+        print(
+            "talaria: `talaria acp` needs the acp extra: pip install 'talaria[acp]'",
+            file=sys.stderr,
+        )
+        return EXIT_AGENT_FAILURE
     wire = _take_stdout()
     logging.basicConfig(
         stream=sys.stderr,

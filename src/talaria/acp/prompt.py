@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from acp import RequestError
 from acp.schema import (
     AudioContentBlock,
     BlobResourceContents,
@@ -20,31 +19,34 @@ from acp.schema import (
     TextContentBlock,
 )
 
+from talaria.acp.errors import invalid
+
 UserMessage = str | list[dict[str, Any]]
 
 
 def user_message(blocks: list[Any], *, images: bool) -> UserMessage:
     """The message the agent gets; RequestError for content this agent did not advertise."""
-    inline: list[str] = []
+    inline: list[tuple[str, bool]] = []
+    """(text, is a mention): mentions are kept apart from their neighbours by a space."""
     context: list[str] = []
     pictures: list[dict[str, Any]] = []
     for block in blocks:
         if isinstance(block, TextContentBlock):
-            inline.append(block.text)
+            inline.append((block.text, False))
         elif isinstance(block, ResourceContentBlock):
-            inline.append(_mention(block.uri, block.name))
+            inline.append((_mention(block.uri, block.name), True))
         elif isinstance(block, EmbeddedResourceContentBlock):
-            inline.append(_mention(block.resource.uri, None))
+            inline.append((_mention(block.resource.uri, None), True))
             context.append(_context_block(block))
         elif isinstance(block, ImageContentBlock):
             pictures.append(_image_part(block, images))
         elif isinstance(block, AudioContentBlock):
-            raise RequestError.invalid_params({"details": "talaria does not take audio prompts"})
-    text = "".join(inline).strip()
+            raise invalid("talaria does not take audio prompts")
+    text = _join(inline).strip()
     if context:
         text = "\n\n".join([text, *context]) if text else "\n\n".join(context)
     if not text and not pictures:
-        raise RequestError.invalid_params({"details": "the prompt is empty"})
+        raise invalid("the prompt is empty")
     if not pictures:
         return text
     return [*([{"type": "text", "text": text}] if text else []), *pictures]
@@ -57,8 +59,18 @@ def uri_path(uri: str) -> str:
 
 
 def _mention(uri: str, name: str | None) -> str:
-    path = uri_path(uri)
-    return f" @{path} " if path else f" @{name} "
+    return f"@{uri_path(uri) or name}"
+
+
+def _join(pieces: list[tuple[str, bool]]) -> str:
+    text, after_mention = "", False
+    for piece, mention in pieces:
+        apart = piece and text and not text[-1].isspace() and not piece[0].isspace()
+        if apart and (mention or after_mention):
+            text += " "
+        text += piece
+        after_mention = mention
+    return text
 
 
 def _context_block(block: EmbeddedResourceContentBlock) -> str:
@@ -73,8 +85,6 @@ def _context_block(block: EmbeddedResourceContentBlock) -> str:
 
 def _image_part(block: ImageContentBlock, images: bool) -> dict[str, Any]:
     if not images:
-        raise RequestError.invalid_params(
-            {"details": "this model does not take images (model.vision is false)"}
-        )
+        raise invalid("this model does not take images (model.vision is false)")
     url = f"data:{block.mime_type};base64,{block.data}"
     return {"type": "image_url", "image_url": {"url": url}}

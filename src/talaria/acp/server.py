@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import PROTOCOL_VERSION
 from acp.schema import (
     AgentCapabilities,
     Implementation,
@@ -25,6 +25,7 @@ from acp.schema import (
 )
 
 from talaria import __version__
+from talaria.acp.errors import invalid
 from talaria.acp.modes import MODE_IDS
 from talaria.acp.session import AcpSession, SessionSettings
 from talaria.loop.session import new_session_id
@@ -82,9 +83,7 @@ class TalariaAcpAgent:
         session = self._open(session_id, cwd, mcp_servers)
         if session.agent.store.get_session(session_id) is None:
             await self._drop(session)
-            raise RequestError.invalid_params(
-                {"details": f"no session {session_id!r} in {session.agent.home}"}
-            )
+            raise invalid(f"no session {session_id!r} in {session.agent.home}")
         await session.replay()
         return LoadSessionResponse(modes=session.modes.state())
 
@@ -93,9 +92,7 @@ class TalariaAcpAgent:
     ) -> SetSessionModeResponse:
         session = self._session(session_id)
         if mode_id not in MODE_IDS:
-            raise RequestError.invalid_params(
-                {"details": f"unknown mode {mode_id!r}; modes: {', '.join(MODE_IDS)}"}
-            )
+            raise invalid(f"unknown mode {mode_id!r}; modes: {', '.join(MODE_IDS)}")
         session.modes.set(mode_id)
         return SetSessionModeResponse()
 
@@ -116,9 +113,7 @@ class TalariaAcpAgent:
     def _open(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> AcpSession:
         folder = Path(cwd)
         if not folder.is_absolute() or not folder.is_dir():
-            raise RequestError.invalid_params(
-                {"details": f"cwd must be an existing absolute directory, got {cwd!r}"}
-            )
+            raise invalid(f"cwd must be an existing absolute directory, got {cwd!r}")
         if mcp_servers:
             names = ", ".join(getattr(server, "name", "?") for server in mcp_servers)
             log.warning("MCP servers from the editor are not connected yet (ignored: %s)", names)
@@ -129,9 +124,7 @@ class TalariaAcpAgent:
     def _session(self, session_id: str) -> AcpSession:
         session = self._sessions.get(session_id)
         if session is None:
-            raise RequestError.invalid_params(
-                {"details": f"unknown session {session_id!r}; call session/new or session/load"}
-            )
+            raise invalid(f"unknown session {session_id!r}; call session/new or session/load")
         return session
 
     async def _drop(self, session: AcpSession) -> None:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acp import RequestError
 from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
 
 from talaria.acp.client_tools import EditorSide, editor_tools, recorded_edits
 from talaria.acp.describe import describe_call
+from talaria.acp.errors import failed, invalid
 from talaria.acp.modes import ModeSwitch
 from talaria.acp.prompt import user_message
 from talaria.acp.updates import CallNotes, EventTranslator, history_updates, text_content
@@ -126,7 +126,7 @@ class AcpSession:
         try:
             result = await self.agent.arun_conversation(message)
         except RuntimeError as exc:
-            raise RequestError.invalid_request({"details": str(exc)}) from None
+            raise invalid(str(exc)) from None
         finally:
             await self.updates.drain()
         return stop_reason(result, cancelled=self._cancelled)
@@ -222,5 +222,5 @@ def stop_reason(result: dict[str, Any], *, cancelled: bool) -> str:
     if reason in STOP_REASONS:
         return STOP_REASONS[reason]
     if reason.startswith("failed:"):
-        raise RequestError(-32603, f"talaria: {result.get('error') or reason}", {"reason": reason})
+        raise failed(f"talaria: {result.get('error') or reason}", reason)
     return "end_turn"  # loop_detected, halted:...: the agent stopped and said why

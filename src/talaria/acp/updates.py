@@ -140,8 +140,8 @@ class EventTranslator:
                 content.append(helpers.tool_diff_content(edit.path, edit.new, edit.old))
         if terminal is not None:
             content.append(helpers.tool_terminal_ref(terminal))
-        if not content:
-            content.append(text_content(event.result))
+        if not content or terminal is not None:
+            content.append(text_content(event.result))  # also for clients that drop terminals
         status: ToolCallStatus = "failed" if event.is_error else "completed"
         updates: list[Update] = [
             helpers.update_tool_call(event.call_id, status=status, content=content)
