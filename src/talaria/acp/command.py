@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import sys
+import threading
 from typing import Any, BinaryIO, cast
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
@@ -61,7 +63,6 @@ def _settings(args: argparse.Namespace) -> Any:
 
     kwargs = agent_kwargs(args)
     config = Config.load(kwargs["home"], overrides=kwargs["config"])
-    config.validate()
     toolsets = kwargs.pop("toolsets")
     if toolsets is None:
         caps = Capabilities(
@@ -82,8 +83,20 @@ async def _serve(settings: Any, wire: BinaryIO) -> None:
     from talaria.acp.wire import open_wire
 
     reader, writer = await open_wire(sys.stdin.buffer, wire)
+    threading.Thread(target=_warm_imports, name="talaria-acp-warm", daemon=True).start()
     server = TalariaAcpAgent(settings)
     try:
         await acp.run_agent(cast(acp.Agent, server), writer, reader)
     finally:
         await server.close()
+
+
+WARM_MODULES = ("talaria.assembly", "talaria.store.sqlite", "talaria.prompt.builder", "openai")
+
+
+def _warm_imports() -> None:
+    """Load what the first turn needs while the editor is still setting up (imports are
+    thread-safe), so the first prompt does not pay for them."""
+    for name in WARM_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
