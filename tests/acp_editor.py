@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -48,20 +49,18 @@ def agent_env(home: Path) -> dict[str, str]:
     return env
 
 
+def model_options(server: ScriptedProvider) -> list[str]:
+    return ["--base-url", server.openai_base_url, "--model", "scripted-model", "--api-key", "k"]
+
+
 def agent_command(server: ScriptedProvider, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "talaria.cli.main",
-        "acp",
-        "--base-url",
-        server.openai_base_url,
-        "--model",
-        "scripted-model",
-        "--api-key",
-        "test-key",
-        *extra,
-    ]
+    return [sys.executable, "-m", "talaria.cli.main", "acp", *model_options(server), *extra]
+
+
+def talaria_cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The `talaria` command line on the same home, as a user would run it beside the editor."""
+    command = [sys.executable, "-m", "talaria.cli.main", *argv]
+    return subprocess.run(command, capture_output=True, text=True, env=agent_env(home), timeout=90)
 
 
 @dataclass

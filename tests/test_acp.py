@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import subprocess
-import sys
 from pathlib import Path
 
 import acp
@@ -21,7 +19,7 @@ from acp.schema import (
     TerminalToolCallContent,
 )
 
-from acp_editor import Editor, agent_env, capabilities, connected
+from acp_editor import Editor, capabilities, connected, model_options, talaria_cli
 from talaria.testing import Fail, Reply, ScriptedProvider, Stall, call, text
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,37 +60,11 @@ async def test_text_streams_as_chunks_and_the_session_is_a_talaria_session(provi
     assert len(chunks) > 1
     assert editor.text() == "Hello from the talaria agent"
     assert "".join(u.content.text for u in editor.of(AgentThoughtChunk)) == "Greet them."
-    listed = subprocess.run(
-        [sys.executable, "-m", "talaria.cli.main", "sessions", "list", "--home", str(home)],
-        capture_output=True,
-        text=True,
-        env=agent_env(home),
-        check=True,
-    )
+    listed = talaria_cli(home, "sessions", "list", "--home", str(home))
     assert session.session_id in listed.stdout
     provider.add(text("resumed"))
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "talaria.cli.main",
-            "chat",
-            "--resume",
-            session.session_id,
-            "-q",
-            "again",
-            "--base-url",
-            provider.openai_base_url,
-            "--model",
-            "scripted-model",
-            "--api-key",
-            "test-key",
-        ],
-        capture_output=True,
-        text=True,
-        env=agent_env(home),
-        timeout=60,
-    )
+    resume = ["chat", "--resume", session.session_id, "-q", "again", *model_options(provider)]
+    resumed = talaria_cli(home, *resume)
     assert resumed.returncode == 0, resumed.stderr
     history = provider.requests[-1].body["messages"]
     assert [m["content"] for m in history if m["role"] == "user"] == ["hi", "again"]
