@@ -24,6 +24,7 @@ from talaria.offload import run_blocking
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin import files, terminal
 from talaria.tools.builtin.processes import PROCESS_TOOL
+from talaria.tools.sandbox import confine, failure_hint
 
 OUTPUT_LIMIT = terminal.KEEP_HEAD + terminal.KEEP_TAIL
 EXIT_POLL = 0.05
@@ -147,17 +148,24 @@ async def _terminal(
     ctx: ToolContext,
     timeout: float | None = None,
     background: bool = False,
+    escalate: bool = False,
+    justification: str | None = None,
 ) -> str:
-    """The command in an editor terminal; background processes stay talaria's own (the
-    `process` tool manages them)."""
+    """The command in an editor terminal, inside talaria's sandbox exactly as the built-in
+    runs it (unless the call was approved to run outside); background processes stay
+    talaria's own (the `process` tool manages them)."""
     if background or not command.strip():
-        return await run_blocking(terminal.terminal, command, ctx, timeout, background)
+        return await run_blocking(
+            terminal.terminal, command, ctx, timeout, background, escalate, justification
+        )
     limit = terminal.command_timeout(timeout)
+    prefix = [] if escalate else confine(ctx.sandbox, ctx.cwd, ctx.emit)
+    argv = [*prefix, "bash", "-c", command]
     conn, session_id = side.conn, side.session_id
     created = await conn.create_terminal(
         session_id=session_id,
-        command="bash",
-        args=["-c", command],
+        command=argv[0],
+        args=argv[1:],
         cwd=str(ctx.cwd),
         output_byte_limit=OUTPUT_LIMIT,
     )
@@ -179,8 +187,9 @@ async def _terminal(
     if output.truncated:
         text = f"[earlier output cut; the last {OUTPUT_LIMIT} bytes follow]\n{text}"
     code = exit_status.exit_code if exit_status is not None else None
-    result = terminal.RunResult(code, text, stopped)
-    return terminal.format_result(result, limit)
+    result = terminal.format_result(terminal.RunResult(code, text, stopped), limit)
+    hint = failure_hint(ctx.sandbox, ctx.cwd, text, code) if prefix else ""
+    return f"{result}\n{hint}" if hint else result
 
 
 async def _wait_for_exit(

@@ -80,7 +80,8 @@ def _search_title(_: str, args: dict[str, Any]) -> str:
 
 def _terminal_title(_: str, args: dict[str, Any]) -> str:
     background = " (in the background)" if args.get("background") else ""
-    return f"Run {args.get('command', '')!s}{background}"
+    outside = " (outside the sandbox)" if args.get("escalate") else ""
+    return f"Run {args.get('command', '')!s}{background}{outside}"
 
 
 def _process_title(_: str, args: dict[str, Any]) -> str:
