@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 from pathlib import Path
 
 import acp
@@ -21,6 +22,7 @@ from acp.schema import (
 
 from acp_editor import Editor, capabilities, connected, model_options, talaria_cli
 from talaria.testing import Fail, Reply, ScriptedProvider, Stall, call, text
+from talaria.tools.sandbox_probe import sandbox_support
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -337,3 +339,37 @@ async def test_refusals_and_failures_reach_the_editor(provider, home, work):
             await conn.prompt(session_id=sid, prompt=[acp.text_block("fail")])
         with pytest.raises(acp.RequestError, match="unknown session"):
             await conn.prompt(session_id="nope", prompt=[acp.text_block("hi")])
+
+
+async def test_the_sandbox_is_a_session_option_from_the_next_turn(provider, home, work):
+    if not sandbox_support().available:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs bubblewrap: {sandbox_support().detail}")
+        pytest.skip(sandbox_support().detail)
+    editor = Editor()
+    async with connected(editor, provider, home) as conn:
+        created = await conn.new_session(cwd=str(work))
+        sid = created.session_id
+        (option,) = created.config_options
+        assert (option.id, option.current_value) == ("sandbox", "workspace-write")
+        assert [o.value for o in option.options] == ["read-only", "workspace-write", "full-access"]
+        changed = await conn.set_config_option(
+            config_id="sandbox", session_id=sid, value="read-only"
+        )
+        assert changed.config_options[0].current_value == "read-only"
+        await conn.set_session_mode(session_id=sid, mode_id="yolo")
+
+        provider.add(call("terminal", {"command": "rm -rf junk && touch blocked.txt"}), text("."))
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("try")])
+        assert not (work / "blocked.txt").exists()
+        assert "read-only sandbox" in tool_results(provider)[-1]
+
+        await conn.set_config_option(config_id="sandbox", session_id=sid, value="workspace-write")
+        provider.add(call("terminal", {"command": "rm -rf junk && touch allowed.txt"}), text("."))
+        await conn.prompt(session_id=sid, prompt=[acp.text_block("again")])
+        assert (work / "allowed.txt").exists()
+        assert editor.permissions == [], "the yolo mode held across the switch"
+        with pytest.raises(acp.RequestError, match="unknown sandbox mode"):
+            await conn.set_config_option(config_id="sandbox", session_id=sid, value="open")
+    users = [m["content"] for m in provider.requests[-1].body["messages"] if m["role"] == "user"]
+    assert users == ["try", "again"], "one session across the switch"

@@ -3,6 +3,9 @@
 ask: every command and write the policy flags asks the user (`approvals.mode: manual`);
 accept-edits: file writes (`write_file`, `patch`) run without asking, commands still ask;
 yolo: nothing asks (`approvals.mode: off`); the hard floor still refuses in every mode.
+
+The sandbox is a second, independent choice, so it is a session config option (`sandbox`:
+read-only | workspace-write | full-access, `session/set_config_option`), not a mode.
 """
 
 from __future__ import annotations
@@ -10,10 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from acp.schema import SessionMode, SessionModeState
+from acp.schema import (
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
+    SessionMode,
+    SessionModeState,
+)
 
 from talaria.acp.describe import EDIT_TOOLS
 from talaria.tools.approval import ApprovalState
+from talaria.tools.sandbox import SANDBOX_MODES
 
 ASK, ACCEPT_EDITS, YOLO = "ask", "accept-edits", "yolo"
 
@@ -64,3 +73,25 @@ class ModeSwitch:
         if self.current == ACCEPT_EDITS and tool_name in EDIT_TOOLS:
             return {"approve": True}
         return None
+
+
+SANDBOX_OPTION = "sandbox"
+SANDBOX_CHOICES = {
+    "read-only": "Commands write nothing but a private /tmp",
+    "workspace-write": "Commands write only the working directory (and sandbox.writable_roots)",
+    "full-access": "Commands run without a sandbox",
+}
+
+
+def sandbox_option(current: str) -> SessionConfigOptionSelect:
+    return SessionConfigOptionSelect(
+        id=SANDBOX_OPTION,
+        name="Sandbox",
+        description="Where terminal commands may write (bubblewrap)",
+        type="select",
+        current_value=current,
+        options=[
+            SessionConfigSelectOption(value=mode, name=mode, description=SANDBOX_CHOICES[mode])
+            for mode in SANDBOX_MODES
+        ],
+    )

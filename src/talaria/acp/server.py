@@ -21,12 +21,13 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
 )
 
 from talaria import __version__
 from talaria.acp.errors import invalid
-from talaria.acp.modes import MODE_IDS
+from talaria.acp.modes import MODE_IDS, SANDBOX_OPTION
 from talaria.acp.session import AcpSession, SessionSettings
 from talaria.loop.session import new_session_id
 
@@ -72,7 +73,11 @@ class TalariaAcpAgent:
         self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
         session = self._open(new_session_id(), cwd, mcp_servers)
-        return NewSessionResponse(session_id=session.id, modes=session.modes.state())
+        return NewSessionResponse(
+            session_id=session.id,
+            modes=session.modes.state(),
+            config_options=session.config_options(),
+        )
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
@@ -85,7 +90,9 @@ class TalariaAcpAgent:
             await self._drop(session)
             raise invalid(f"no session {session_id!r} in {session.agent.home}")
         await session.replay()
-        return LoadSessionResponse(modes=session.modes.state())
+        return LoadSessionResponse(
+            modes=session.modes.state(), config_options=session.config_options()
+        )
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_: Any
@@ -95,6 +102,15 @@ class TalariaAcpAgent:
             raise invalid(f"unknown mode {mode_id!r}; modes: {', '.join(MODE_IDS)}")
         session.modes.set(mode_id)
         return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **_: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = self._session(session_id)
+        if config_id != SANDBOX_OPTION:
+            raise invalid(f"unknown option {config_id!r}; options: {SANDBOX_OPTION}")
+        session.set_sandbox(str(value))
+        return SetSessionConfigOptionResponse(config_options=session.config_options())
 
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         stop = await self._session(session_id).prompt(prompt)

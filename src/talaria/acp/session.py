@@ -21,11 +21,12 @@ from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
 from talaria.acp.client_tools import EditorSide, editor_tools, recorded_edits
 from talaria.acp.describe import describe_call
 from talaria.acp.errors import failed, invalid
-from talaria.acp.modes import ModeSwitch
+from talaria.acp.modes import ModeSwitch, sandbox_option
 from talaria.acp.prompt import user_message
 from talaria.acp.updates import CallNotes, EventTranslator, history_updates, text_content
 from talaria.agent import Agent
 from talaria.events import ApprovalRequested, Event, RequestWithdrawn
+from talaria.tools.sandbox import SANDBOX_MODES
 
 log = logging.getLogger("talaria.acp")
 
@@ -101,21 +102,56 @@ class AcpSession:
         self.updates = UpdateStream(conn, acp_id)
         notes = CallNotes()
         tools, replaced = editor_tools(EditorSide(conn, acp_id, notes, self.updates.push), caps)
+        self._settings = settings
+        self._tools = tools
+        self._toolsets = [name for name in settings.toolsets if name not in replaced]
         self.modes = ModeSwitch()
-        self.agent = Agent(
+        self.agent = self._new_agent(None)
+        self.modes.attach(self.agent.approvals)
+        self.sandbox = str(self.agent.config.get("sandbox.mode", "workspace-write"))
+        self._agent_sandbox = self.sandbox
+        self._translator = EventTranslator(cwd, notes, recorded_edits(tools))
+        self._unsubscribe = self.agent.subscribe(self._on_event, answers=("approval",))
+
+    def _new_agent(self, sandbox: str | None) -> Agent:
+        config = dict(self._settings.agent_kwargs.get("config") or {})
+        if sandbox is not None:
+            config["sandbox.mode"] = sandbox
+        return Agent(
             **{
-                **settings.agent_kwargs,
-                "tools": tools,
-                "toolsets": [name for name in settings.toolsets if name not in replaced],
-                "cwd": cwd,
-                "session_id": acp_id,
+                **self._settings.agent_kwargs,
+                "config": config,
+                "tools": self._tools,
+                "toolsets": self._toolsets,
+                "cwd": self.cwd,
+                "session_id": self.id,
                 "plugins": [self.modes],
                 "source": "acp",
             }
         )
+
+    def config_options(self) -> list[Any]:
+        return [sandbox_option(self.sandbox)]
+
+    def set_sandbox(self, mode: str) -> None:
+        """Takes effect from the next turn (a running command keeps the sandbox it has)."""
+        if mode not in SANDBOX_MODES:
+            raise invalid(f"unknown sandbox mode {mode!r}; modes: {', '.join(SANDBOX_MODES)}")
+        self.sandbox = mode
+
+    async def _apply_sandbox(self) -> None:
+        """A new agent on the same session with the chosen sandbox: the sandbox is part of
+        how an agent is assembled, and the agent's public surface has no setter for it."""
+        if self.sandbox == self._agent_sandbox:
+            return
+        old, mode = self.agent, self.modes.current
+        self._unsubscribe()
+        self.agent = self._new_agent(self.sandbox)
         self.modes.attach(self.agent.approvals)
-        self._translator = EventTranslator(cwd, notes, recorded_edits(tools))
+        self.modes.set(mode)
         self._unsubscribe = self.agent.subscribe(self._on_event, answers=("approval",))
+        self._agent_sandbox = self.sandbox
+        await old.aclose()
 
     # ---- the ACP methods --------------------------------------------------------------
 
@@ -123,6 +159,7 @@ class AcpSession:
         """Run one turn; the stop reason the editor gets."""
         message = user_message(blocks, images=self._images)
         self._cancelled = False
+        await self._apply_sandbox()
         try:
             result = await self.agent.arun_conversation(message)
         except RuntimeError as exc:
