@@ -194,7 +194,7 @@ async def test_cancel_during_a_slow_model_call_and_during_a_tool(provider, home,
         provider.add(text("still here"))
         answer = await conn.prompt(session_id=sid, prompt=[acp.text_block("ok?")])
         assert answer.stop_reason == "end_turn"
-    assert "interrupted by the user" in tool_results(provider)[-1]
+    assert "nterrupted" in tool_results(provider)[-1]  # by the tool, or after its grace
     assert not (work / "slept.txt").exists()
     assert provider.invalid_requests == []
 

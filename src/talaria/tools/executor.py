@@ -145,9 +145,10 @@ class ToolExecutor:
             for cancel in cancels:
                 cancel.set()
             done, _ = await asyncio.wait(tasks, timeout=self.settings.interrupt_grace)
-            for task in tasks:
+            for call, task in zip(calls, tasks, strict=True):
                 if task not in done:
-                    task.cancel()
+                    task.cancel()  # every started call still ends with a ToolFinished event
+                    emit(ToolFinished(call.id, call.name, INTERRUPTED_RESULT, True, 0.0))
             return [
                 task.result()
                 if task in done and not task.cancelled()
