@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -165,6 +166,8 @@ def project(
     if request.param == "builtin":
         monkeypatch.setattr(files.shutil, "which", lambda name: None)
     elif files.shutil.which("rg") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("ripgrep is missing: .ci/run installs it with apt")
         pytest.skip("ripgrep is not installed here (.ci/run installs it)")
     root = ctx.cwd
     (root / "src").mkdir()
