@@ -15,10 +15,10 @@ from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.runtime import Runtime
 from talaria.plugins.hooks import HookBus
 from talaria.providers.auxiliary import side_call
-from talaria.providers.caller import ModelCaller
-from talaria.providers.chain import ChainEntry, ModelChain
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.factory import resolve_spec
+from talaria.providers.resilience.caller import ModelCaller
+from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.testing.script import Fail, Reply, text
 from talaria.testing.scripted_model import ScriptedModel
 from talaria.testing.server import ScriptedProvider

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import RecordingStream
 from talaria.providers.base import ModelRequest, NullStream
-from talaria.providers.chat_completions import ChatCompletionsClient
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.wire.chat_completions import ChatCompletionsClient
 from talaria.testing.script import Drop, Fail, Malformed, Reply, ScriptedCall, Stall
 from talaria.testing.server import ScriptedProvider
 
@@ -456,7 +456,7 @@ def _stream_error(body: dict[str, Any]) -> BaseException:
     ],
 )
 def test_classify_exception(make: Any, kind: ErrorKind, message: str | None) -> None:
-    from talaria.providers.classify import classify_exception
+    from talaria.providers.resilience.classify import classify_exception
 
     error = classify_exception(make(), provider="p", model="m")
     assert error.kind is kind
@@ -478,7 +478,7 @@ def test_classify_exception(make: Any, kind: ErrorKind, message: str | None) -> 
     ],
 )
 def test_rate_limit_retry_after_headers(headers: dict[str, str], seconds: float | None) -> None:
-    from talaria.providers.classify import classify_exception
+    from talaria.providers.resilience.classify import classify_exception
 
     error = classify_exception(_openai(429, "slow down", **headers), provider="p", model="m")
     assert error.retry_after == (pytest.approx(seconds) if seconds is not None else None)
@@ -487,7 +487,7 @@ def test_rate_limit_retry_after_headers(headers: dict[str, str], seconds: float 
 def test_retry_after_http_date_in_the_future() -> None:
     from email.utils import formatdate
 
-    from talaria.providers.classify import retry_after
+    from talaria.providers.resilience.classify import retry_after
 
     now = time.time()
     assert retry_after({"retry-after": formatdate(now + 30, usegmt=True)}, now=now) == (
@@ -496,7 +496,7 @@ def test_retry_after_http_date_in_the_future() -> None:
 
 
 def test_long_provider_messages_are_cut_to_one_line() -> None:
-    from talaria.providers.classify import classify_exception
+    from talaria.providers.resilience.classify import classify_exception
 
     error = classify_exception(
         _openai(400, "line one\nline two " + "x" * 500), provider="p", model="m"

@@ -22,9 +22,9 @@ from talaria.loop.session import SessionHandle
 from talaria.messages.validate import history_problems
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import Usage
-from talaria.providers.caller import ModelCaller
-from talaria.providers.chain import ChainEntry, ModelChain
 from talaria.providers.factory import resolve_spec
+from talaria.providers.resilience.caller import ModelCaller
+from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing.script import Fail, Reply, Script, call, text
 from talaria.testing.scripted_model import ScriptedModel

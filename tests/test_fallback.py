@@ -16,8 +16,8 @@ import yaml
 from helpers import MODES, base_url, scripted_agent
 from talaria import Agent
 from talaria.context.engine import ContextEngine
-from talaria.providers.credentials import CredentialSource
 from talaria.providers.factory import ProviderSpec
+from talaria.providers.resilience.credentials import CredentialSource
 from talaria.testing.script import Fail, Reply, ScriptedCall, text
 from talaria.testing.server import ScriptedProvider
 

@@ -16,7 +16,7 @@ from talaria import Agent
 from talaria.context.summary import SUMMARISER_INSTRUCTIONS
 from talaria.events import Notice
 from talaria.messages.validate import history_problems
-from talaria.providers.models import fetch_endpoint_context_length
+from talaria.providers.profiles.context_windows import fetch_endpoint_context_length
 from talaria.testing import Reply, Script, ScriptedProvider
 
 WINDOW = 2048

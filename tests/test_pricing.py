@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from talaria.providers.base import Usage
-from talaria.providers.models import context_window, fetch_endpoint_context_length
 from talaria.providers.pricing import estimate_cost
+from talaria.providers.profiles.context_windows import context_window, fetch_endpoint_context_length
 from talaria.testing.server import ScriptedProvider
 
 MILLION = 1_000_000

@@ -10,7 +10,7 @@ import pytest
 
 from talaria.providers.base import Message, ModelRequest, ModelResponse, NullStream
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.responses import ResponsesClient
+from talaria.providers.wire.responses import ResponsesClient
 from talaria.testing.script import Drop, Fail, Malformed, Reply, ScriptedCall
 from talaria.testing.server import ScriptedProvider
 

@@ -22,10 +22,10 @@ from talaria.loop.repair_response import (
     obtain_response,
 )
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall
-from talaria.providers.caller import CallerSettings, CallResult, ModelCaller
-from talaria.providers.chain import ChainEntry, ModelChain
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.retry import ACTIONS, Action, RetryPolicy
+from talaria.providers.resilience.caller import CallerSettings, CallResult, ModelCaller
+from talaria.providers.resilience.chain import ChainEntry, ModelChain
+from talaria.providers.resilience.retry import ACTIONS, Action, RetryPolicy
 from talaria.testing.script import Fail, Reply, ScriptedCall, Stall, Step, text
 from talaria.testing.scripted_model import ScriptedModel
 from talaria.testing.server import ScriptedProvider

@@ -16,10 +16,10 @@ from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
-from talaria.providers.caller import CallerSettings, ModelCaller
-from talaria.providers.chain import ChainEntry, ModelChain
-from talaria.providers.credentials import CredentialSource
 from talaria.providers.factory import resolve_spec
+from talaria.providers.resilience.caller import CallerSettings, ModelCaller
+from talaria.providers.resilience.chain import ChainEntry, ModelChain
+from talaria.providers.resilience.credentials import CredentialSource
 from talaria.tools.catalog import Capabilities, select_tools
 from talaria.tools.executor import ExecutorSettings, ToolExecutor
 from talaria.tools.sandbox import SandboxPolicy

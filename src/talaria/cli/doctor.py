@@ -131,7 +131,7 @@ def _served_window(spec: Any) -> int | None:
     """The window a local server really serves (None elsewhere: the table decides)."""
     import asyncio
 
-    from talaria.providers.models import fetch_endpoint_context_length
+    from talaria.providers.profiles.context_windows import fetch_endpoint_context_length
     from talaria.providers.resolve import is_loopback
 
     if not is_loopback(spec.base_url):

@@ -184,7 +184,7 @@ class Compressor(ContextEngine):
         entry = rt.caller.chain.active
         key = entry.label
         if key not in self._windows:
-            from talaria.providers.models import context_window
+            from talaria.providers.profiles.context_windows import context_window
 
             configured = self.config.get("model.context_length")
             metadata = None if configured else await self._endpoint_window(rt, interruptible)
@@ -214,7 +214,10 @@ class Compressor(ContextEngine):
     async def _endpoint_window(self, rt: Runtime, interruptible: bool) -> int | None:
         """Ask the endpoint when our table cannot be trusted for it: local servers run models
         with whatever window they were started with, and unknown models are not in the table."""
-        from talaria.providers.models import fetch_endpoint_context_length, table_context_window
+        from talaria.providers.profiles.context_windows import (
+            fetch_endpoint_context_length,
+            table_context_window,
+        )
         from talaria.providers.resolve import is_loopback
 
         spec = rt.caller.chain.active.spec

@@ -44,8 +44,8 @@ from talaria.durable.protocol import (
 from talaria.events import ClarifyRequested, Event, ReasoningDelta, TextDelta, ToolCallGenerated
 from talaria.interaction import RequestLapsed
 from talaria.providers.base import ToolCall, Usage
-from talaria.providers.caller import Watchdog
 from talaria.providers.errors import ProviderError
+from talaria.providers.resilience.caller import Watchdog
 from talaria.store.base import SessionBusy, UsageRecord
 from talaria.tools.approval import ApprovalState
 from talaria.tools.base import ToolContext

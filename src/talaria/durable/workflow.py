@@ -42,9 +42,9 @@ with workflow.unsafe.imports_passed_through():
     from talaria.loop.runtime import Runtime
     from talaria.loop.turn import busy_result, result_dict, run_turn
     from talaria.plugins.hooks import HookBus
-    from talaria.providers.caller import CallerSettings, ModelCaller
-    from talaria.providers.chain import ChainEntry, ModelChain
-    from talaria.providers.retry import RetryPolicy
+    from talaria.providers.resilience.caller import CallerSettings, ModelCaller
+    from talaria.providers.resilience.chain import ChainEntry, ModelChain
+    from talaria.providers.resilience.retry import RetryPolicy
     from talaria.store.base import StoreError
 
 

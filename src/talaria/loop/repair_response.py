@@ -20,9 +20,9 @@ from enum import Enum
 from talaria.events import Notice
 from talaria.interrupt import InterruptSignal
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
-from talaria.providers.caller import CallResult, ModelCaller
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.retry import Action, action_for
+from talaria.providers.resilience.caller import CallResult, ModelCaller
+from talaria.providers.resilience.retry import Action, action_for
 
 MAX_CONTINUATIONS = 3
 MAX_TRUNCATION_RETRIES = 2

@@ -21,7 +21,7 @@ from talaria.interrupt import InterruptSignal
 from talaria.loop.spending import Budgets, charge_active
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import Usage, UsageLedger
-from talaria.providers.caller import ModelCaller
+from talaria.providers.resilience.caller import ModelCaller
 from talaria.telemetry.base import NO_TELEMETRY, Telemetry, telemetry_for
 from talaria.tools.base import Tool
 from talaria.tools.executor import ToolExecutor

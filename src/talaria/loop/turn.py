@@ -39,9 +39,9 @@ from talaria.providers.base import (
     Usage,
     UsageLedger,
 )
-from talaria.providers.caller import CallResult
 from talaria.providers.errors import ProviderError
-from talaria.providers.retry import Action, action_for
+from talaria.providers.resilience.caller import CallResult
+from talaria.providers.resilience.retry import Action, action_for
 from talaria.store.base import StoreError
 from talaria.tools.base import ToolContext
 

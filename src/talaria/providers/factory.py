@@ -11,9 +11,9 @@ from talaria.messages.redact import remember_secret
 from talaria.providers.base import ModelClient
 
 _CLIENTS: dict[str, tuple[str, str]] = {
-    "chat_completions": ("talaria.providers.chat_completions", "ChatCompletionsClient"),
-    "codex_responses": ("talaria.providers.responses", "ResponsesClient"),
-    "anthropic_messages": ("talaria.providers.anthropic_messages", "AnthropicMessagesClient"),
+    "chat_completions": ("talaria.providers.wire.chat_completions", "ChatCompletionsClient"),
+    "codex_responses": ("talaria.providers.wire.responses", "ResponsesClient"),
+    "anthropic_messages": ("talaria.providers.wire.anthropic_messages", "AnthropicMessagesClient"),
 }
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from talaria.messages.think import strip_think
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
-from talaria.providers.chat_completions import build_body
-from talaria.providers.classify import classify_http
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.resilience.classify import classify_http
+from talaria.providers.wire.chat_completions import build_body
 from talaria.testing.script import (
     Drop,
     Fail,

@@ -12,18 +12,18 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from talaria.providers.anthropic_adapter import (
+from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
+from talaria.providers.errors import ErrorKind
+from talaria.providers.resilience.classify import classify_http
+from talaria.providers.transport.sdk import sdk_http_client
+from talaria.providers.wire.anthropic_adapter import (
     API_MODE,
     Block,
     build_body,
     parse_message,
     replay_source,
 )
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
-from talaria.providers.classify import classify_http
-from talaria.providers.endpoint import EndpointClient
-from talaria.providers.errors import ErrorKind
-from talaria.providers.sdk import sdk_http_client
+from talaria.providers.wire.endpoint import EndpointClient
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

@@ -22,13 +22,13 @@ from talaria.providers.base import (
     ToolCall,
     Usage,
 )
-from talaria.providers.endpoint import EndpointClient
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.sdk import (
+from talaria.providers.transport.sdk import (
     openai_client,
     openai_post_json,
     openai_post_stream,
 )
+from talaria.providers.wire.endpoint import EndpointClient
 
 WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 """The message keys the API knows; reasoning and replay state are ours and never sent."""

@@ -26,10 +26,10 @@ from talaria.providers.base import (
     StreamHandler,
     Usage,
 )
-from talaria.providers.chain import ChainEntry, ModelChain
-from talaria.providers.credentials import CredentialSource
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.retry import Action, RetryPolicy, action_for
+from talaria.providers.resilience.chain import ChainEntry, ModelChain
+from talaria.providers.resilience.credentials import CredentialSource
+from talaria.providers.resilience.retry import Action, RetryPolicy, action_for
 from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 
 

@@ -21,9 +21,9 @@ from talaria.providers.base import (
     ToolCall,
     Usage,
 )
-from talaria.providers.endpoint import EndpointClient
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.sdk import openai_client, openai_post_json, openai_post_stream
+from talaria.providers.transport.sdk import openai_client, openai_post_json, openai_post_stream
+from talaria.providers.wire.endpoint import EndpointClient
 
 API_MODE = "codex_responses"
 

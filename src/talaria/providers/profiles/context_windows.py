@@ -77,7 +77,7 @@ async def fetch_endpoint_context_length(
 
     import httpx
 
-    from talaria.providers.sdk import tls_verify
+    from talaria.providers.transport.sdk import tls_verify
 
     root = _server_root(base_url, api_mode)
     models_url = f"{root}/v1/models" if api_mode == "anthropic_messages" else f"{base_url}/models"

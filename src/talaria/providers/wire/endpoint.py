@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
-from talaria.providers.classify import classify_exception
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.sdk import LoopBoundClient
+from talaria.providers.resilience.classify import classify_exception
+from talaria.providers.transport.sdk import LoopBoundClient
 
 
 class Reader(Protocol):

@@ -1,0 +1,1 @@
+"""Resilience: failure classification, retry, credential refresh and the fallback chain."""

@@ -1,0 +1,1 @@
+"""Transport: how request bytes reach an endpoint and the answer comes back."""
