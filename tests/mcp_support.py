@@ -54,12 +54,21 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@contextmanager
-def everything_http() -> Iterator[str]:
+def everything_http() -> Any:
     """`mcp-server-everything streamableHttp` on a free port; yields its /mcp URL."""
+    return everything_served("streamableHttp", "/mcp")
+
+
+def everything_sse() -> Any:
+    """`mcp-server-everything sse` (the HTTP+SSE transport); yields its /sse URL."""
+    return everything_served("sse", "/sse")
+
+
+@contextmanager
+def everything_served(transport: str, path: str) -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
-        [npm_binary("mcp-server-everything"), "streamableHttp"],
+        [npm_binary("mcp-server-everything"), transport],
         env={**os.environ, "PORT": str(port)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -76,7 +85,7 @@ def everything_http() -> Iterator[str]:
                 time.sleep(0.05)
         else:
             raise RuntimeError("mcp-server-everything did not open its port")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         process.terminate()
         process.wait(10)

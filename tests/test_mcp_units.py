@@ -37,6 +37,17 @@ def test_the_claude_code_shape_parses_with_defaults() -> None:
     )
 
 
+def test_type_picks_the_http_transport_as_claude_code_writes_it() -> None:
+    servers = parse_servers(
+        {
+            "old": {"type": "sse", "url": "http://h/sse"},
+            "new": {"type": "http", "url": "http://h/mcp"},
+            "local": {"type": "stdio", "command": "x"},
+        }
+    )
+    assert [server.transport for server in servers] == ["sse", "http", "stdio"]
+
+
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
@@ -48,6 +59,9 @@ def test_the_claude_code_shape_parses_with_defaults() -> None:
         ({"command": "x", "comand": "y"}, "unknown key(s) comand"),
         ({"command": "x", "tools": {"include": "echo"}}, "tools.include must be a list"),
         ("npx server", "must be a mapping"),
+        ({"command": "x", "type": "sse"}, "type sse needs 'url'"),
+        ({"url": "http://h", "type": "stdio"}, "type stdio needs 'command'"),
+        ({"url": "http://h", "type": "websocket"}, "type must be one of stdio, http, sse"),
     ],
 )
 def test_a_bad_entry_is_one_clear_error(entry: object, message: str) -> None:

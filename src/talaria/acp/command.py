@@ -72,7 +72,10 @@ def _settings(args: argparse.Namespace) -> Any:
         )
         toolsets = default_toolsets(caps)
     return SessionSettings(
-        agent_kwargs=kwargs, toolsets=toolsets, images=bool(config.get("model.vision", True))
+        agent_kwargs=kwargs,
+        toolsets=toolsets,
+        images=bool(config.get("model.vision", True)),
+        mcp_servers=dict(config.get("mcp_servers") or {}),
     )
 
 

@@ -27,6 +27,7 @@ from acp.schema import (
 
 from talaria import __version__
 from talaria.acp.errors import invalid
+from talaria.acp.mcp_servers import editor_servers
 from talaria.acp.modes import MODE_IDS, SANDBOX_OPTION
 from talaria.acp.session import AcpSession, SessionSettings
 from talaria.loop.session import new_session_id
@@ -61,7 +62,7 @@ class TalariaAcpAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=self._settings.images, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
             ),
             agent_info=Implementation(name="talaria", title="talaria", version=__version__),
         )
@@ -130,10 +131,10 @@ class TalariaAcpAgent:
         folder = Path(cwd)
         if not folder.is_absolute() or not folder.is_dir():
             raise invalid(f"cwd must be an existing absolute directory, got {cwd!r}")
-        if mcp_servers:
-            names = ", ".join(getattr(server, "name", "?") for server in mcp_servers)
-            log.warning("MCP servers from the editor are not connected yet (ignored: %s)", names)
-        session = AcpSession(session_id, self._conn, self._client_caps, self._settings, folder)
+        servers = editor_servers(mcp_servers)
+        session = AcpSession(
+            session_id, self._conn, self._client_caps, self._settings, folder, servers
+        )
         self._sessions[session.id] = session
         return session
 

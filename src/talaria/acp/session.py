@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ class SessionSettings:
     agent_kwargs: dict[str, Any]
     toolsets: list[str]
     images: bool
+    mcp_servers: dict[str, Any] = field(default_factory=dict)
+    """The configured `mcp_servers`, which the editor's servers join (by name, theirs win)."""
 
 
 class UpdateStream:
@@ -90,9 +92,18 @@ class UpdateStream:
 
 
 class AcpSession:
-    def __init__(self, acp_id: str, conn: Any, caps: Any, settings: SessionSettings, cwd: Path):
+    def __init__(
+        self,
+        acp_id: str,
+        conn: Any,
+        caps: Any,
+        settings: SessionSettings,
+        cwd: Path,
+        mcp_servers: dict[str, Any] | None = None,
+    ):
         self.id = acp_id
         self.cwd = cwd
+        self._editor_servers = mcp_servers or {}
         self._conn = conn
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -117,9 +128,13 @@ class AcpSession:
         config = dict(self._settings.agent_kwargs.get("config") or {})
         if sandbox is not None:
             config["sandbox.mode"] = sandbox
+        servers = {}
+        if self._editor_servers:
+            servers["mcp_servers"] = {**self._settings.mcp_servers, **self._editor_servers}
         return Agent(
             **{
                 **self._settings.agent_kwargs,
+                **servers,
                 "config": config,
                 "tools": self._tools,
                 "toolsets": self._toolsets,

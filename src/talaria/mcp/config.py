@@ -1,6 +1,7 @@
 """`mcp_servers` as users write it for Claude Code and Codex, checked and expanded.
 
-A name maps to `{command, args, env, cwd}` (stdio) or `{url, headers}` (streamable HTTP), plus
+A name maps to `{command, args, env, cwd}` (stdio) or `{url, headers}` (streamable HTTP, or the
+older HTTP+SSE transport with `type: sse`), plus
 `enabled`, `timeout`, `startup_timeout`, `tools: {include, exclude}`, `approval: ask | allow`
 and `allow_read_only`. `${VAR}` (and `${VAR:-default}`) are expanded from the environment when
 the server starts; a bad entry is one `ConfigError` naming the server and the field.
@@ -32,10 +33,12 @@ _KNOWN_KEYS = frozenset(
         "approval",
         "allow_read_only",
         "protocol",
+        "type",
     }
 )
 APPROVALS = ("ask", "allow")
 PROTOCOLS = ("auto", "legacy")
+TYPES = ("stdio", "http", "sse")
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,14 @@ class ServerConfig:
     """Run tools the server annotates read-only without asking, even with `approval: ask`."""
     protocol: str = "auto"
     """auto: the newest protocol the server speaks; legacy: the initialize handshake only."""
+    sse: bool = False
+    """The URL speaks the HTTP+SSE transport (MCP before 2025-03-26), not streamable HTTP."""
 
     @property
     def transport(self) -> str:
-        return "stdio" if self.command else "http"
+        if self.command:
+            return "stdio"
+        return "sse" if self.sse else "http"
 
     def offers(self, tool_name: str) -> bool:
         """Whether `tools: {include, exclude}` lets this server tool through."""
@@ -147,6 +154,7 @@ def _parse_one(name: str, entry: Any) -> ServerConfig:
     if protocol not in PROTOCOLS:
         raise ConfigError(f"{where}.protocol must be 'auto' or 'legacy', got {protocol!r}")
     include = tools.get("include")
+    sse = _transport_type(where, entry.get("type"), bool(command)) == "sse"
     return ServerConfig(
         name=name,
         command=_string(where, "command", command) if command else None,
@@ -163,7 +171,21 @@ def _parse_one(name: str, entry: Any) -> ServerConfig:
         approval=str(approval),
         allow_read_only=_flag(where, "allow_read_only", entry.get("allow_read_only", False)),
         protocol=str(protocol),
+        sse=sse,
     )
+
+
+def _transport_type(where: str, value: Any, has_command: bool) -> str:
+    """`type` as Claude Code writes it: optional, and it must agree with command/url."""
+    implied = "stdio" if has_command else "http"
+    if value is None:
+        return implied
+    if value not in TYPES:
+        raise ConfigError(f"{where}.type must be one of {', '.join(TYPES)}, got {value!r}")
+    if (value == "stdio") != has_command:
+        needs = "'command'" if value == "stdio" else "'url'"
+        raise ConfigError(f"{where}.type {value} needs {needs}")
+    return str(value)
 
 
 def _kind(value: Any) -> str:

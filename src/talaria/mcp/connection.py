@@ -1,4 +1,4 @@
-"""One MCP server: connect (stdio or streamable HTTP), list what it offers, call it, reconnect.
+"""One MCP server: connect (stdio, streamable HTTP or HTTP+SSE), list, call, reconnect.
 
 Runs on the manager's event loop. The SDK's client is an anyio context, so one long-lived task
 enters it and holds it until `stop()`; calls from any task go through `call()`. Tool-list
@@ -145,6 +145,10 @@ class ServerConnection:
             )
             errlog = self.errlog()
             return _Transport(stdio_client(params, errlog=errlog), errlog)
+        if server.sse:
+            from mcp.client.sse import sse_client
+
+            return _Transport(sse_client(str(server.url), headers=dict(server.headers)), None)
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
