@@ -6,18 +6,26 @@ The API copy is repaired (invariant 1) and gets the volatile layers in its newes
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from talaria.messages.media import with_tool_images
 from talaria.messages.repair import repair_history
 from talaria.providers.base import Message, ModelRequest
 
 
 def build_messages(
-    system_prompt: str | None, history: list[Message], ephemeral: list[str]
+    system_prompt: str | None,
+    history: list[Message],
+    ephemeral: list[str],
+    media: Path | None = None,
 ) -> list[Message]:
-    """System + repaired history, with ephemeral notes appended to the newest message."""
+    """System + repaired history, with ephemeral notes appended to the newest message; with
+    `media` (the model takes images), the images tools saved there follow their results."""
     head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
     messages = repair_history(head + history).messages
+    if media is not None:
+        messages = with_tool_images(messages, media)
     notes = [note for note in ephemeral if note]
     if notes and messages:
         messages = [*messages[:-1], _with_note(messages[-1], "\n\n".join(notes))]

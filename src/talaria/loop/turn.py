@@ -30,6 +30,7 @@ from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.loop.spending import ACTIVE_METER, BUDGET_SUMMARY_REQUEST, SpendMeter, open_meter
 from talaria.loop.stream import EventStream
+from talaria.messages.media import media_dir
 from talaria.offload import run_blocking
 from talaria.providers.base import (
     Message,
@@ -214,9 +215,11 @@ async def _call(
 ) -> ModelResponse:
     config = rt.config
     sent: list[Message] = []
+    media = media_dir(rt.home) if config.get("model.vision", True) else None
 
     def build(extra: list[str]) -> ModelRequest:
-        messages = build_messages(session.system_prompt, session.history, [*ephemeral, *extra])
+        notes = [*ephemeral, *extra]
+        messages = build_messages(session.system_prompt, session.history, notes, media)
         sent[:] = messages
         return build_request(
             messages,

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from talaria.mcp.config import ServerConfig
 from talaria.mcp.connection import ServerConnection
 from talaria.mcp.names import sanitise
+from talaria.messages.media import media_dir
 
 T = TypeVar("T")
 _CLOSE_TIMEOUT = 10.0
@@ -44,7 +45,7 @@ class MCPManager:
 
     @property
     def media_dir(self) -> Path:
-        return self.home / "mcp" / "media"
+        return media_dir(self.home)
 
     # ---- crossing to the manager's loop ------------------------------------------------
 

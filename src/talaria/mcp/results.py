@@ -10,21 +10,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_EXTENSIONS = {
-    "image/png": ".png",
-    "image/jpeg": ".jpg",
-    "image/gif": ".gif",
-    "image/webp": ".webp",
-    "audio/wav": ".wav",
-    "audio/mpeg": ".mp3",
-}
+from talaria.messages.media import IMAGE_EXTENSIONS, media_name, saved_marker
+
+_EXTENSIONS = {**IMAGE_EXTENSIONS, "audio/wav": ".wav", "audio/mpeg": ".mp3"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,7 @@ def _text(part: Any, media_dir: Path) -> str:
 
 def _media(part: Any, media_dir: Path) -> str:
     mime = str(part.mime_type or "application/octet-stream")
-    return f"[{part.type} {mime}: {_save(part.data, mime, media_dir)}]"
+    return _save(part.data, mime, media_dir, part.type)
 
 
 def render_contents(contents: list[Any], media_dir: Path) -> str:
@@ -73,7 +67,7 @@ def _contents(resource: Any, media_dir: Path) -> str:
     if text is not None:
         return f"[resource {uri}]\n{text}"
     mime = str(getattr(resource, "mime_type", None) or "application/octet-stream")
-    return f"[resource {uri} ({mime}): {_save(resource.blob, mime, media_dir)}]"
+    return f"[resource {uri} ({mime})]\n{_save(resource.blob, mime, media_dir)}"
 
 
 def _link(part: Any, media_dir: Path) -> str:
@@ -81,19 +75,21 @@ def _link(part: Any, media_dir: Path) -> str:
     return f"[resource link {part.uri} ({part.name}){description}]"
 
 
-def _save(data: str, mime: str, media_dir: Path) -> str:
-    """Write base64 `data` to a file named by its hash; the text says where (or why not)."""
+def _save(data: str, mime: str, media_dir: Path, kind: str | None = None) -> str:
+    """Write base64 `data` to a file named by its hash; the marker says where (or why not).
+    An image's marker is what shows it to a model that takes images (messages/media.py)."""
+    kind = kind or ("image" if mime.startswith("image/") else "file")
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        return "not shown (the server sent invalid base64)"
-    path = media_dir / (hashlib.sha256(raw).hexdigest()[:16] + _EXTENSIONS.get(mime, ".bin"))
+        return f"[{kind} {mime}: not shown (the server sent invalid base64)]"
+    path = media_dir / media_name(raw, _EXTENSIONS.get(mime, ".bin"))
     try:
         media_dir.mkdir(parents=True, exist_ok=True)
         path.write_bytes(raw)
     except OSError as exc:
-        return f"{len(raw)} bytes, not saved ({exc})"
-    return f"{len(raw)} bytes saved to {path}"
+        return f"[{kind} {mime}: {len(raw)} bytes, not saved ({exc})]"
+    return saved_marker(kind, mime, len(raw), path)
 
 
 _RENDERERS: dict[str, Callable[[Any, Path], str]] = {

@@ -1,0 +1,97 @@
+"""Images that tools saved under the home, shown to the model as image parts.
+
+A tool result is text, so an MCP server's image is saved to `$TALARIA_HOME/mcp/media/` and the
+result names it with a marker (`[image image/png: 95 bytes saved to /.../ab12.png]`). The stored
+history keeps that text; each request for a model that takes images gets, after the tool
+results, one user message with the images as the canonical image parts (as a user's own
+images travel), so all three wire formats carry them. Only files in the media folder whose
+name is the hash of their bytes are read: a marker that some other output imitates sends
+nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+Message = dict[str, Any]
+
+MEDIA_FOLDER = ("mcp", "media")
+IMAGE_EXTENSIONS = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+}
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""The largest image the hosted APIs take; a larger one stays a path."""
+NAME_HASH_LENGTH = 16
+
+_MARKER = re.compile(r"\[image (image/[a-z0-9.+-]+): \d+ bytes saved to ([^\]\n]+)\]")
+
+
+def media_dir(home: Path) -> Path:
+    return home.joinpath(*MEDIA_FOLDER)
+
+
+def media_name(raw: bytes, extension: str) -> str:
+    """The file name a saved medium gets: the start of its SHA-256, then its extension."""
+    return hashlib.sha256(raw).hexdigest()[:NAME_HASH_LENGTH] + extension
+
+
+def saved_marker(kind: str, mime: str, size: int, path: Path) -> str:
+    return f"[{kind} {mime}: {size} bytes saved to {path}]"
+
+
+def with_tool_images(messages: list[Message], folder: Path) -> list[Message]:
+    """`messages` with a user message of image parts after each run of tool results that
+    name saved images; the same list when none do."""
+    out: list[Message] = []
+    pending: list[Message] = []
+    for message in messages:
+        if message.get("role") != "tool" and pending:
+            out.append(_image_message(pending))
+            pending = []
+        out.append(message)
+        if message.get("role") == "tool":
+            pending.extend(_images_in(message, folder))
+    if pending:
+        out.append(_image_message(pending))
+    return out if len(out) != len(messages) else messages
+
+
+def _image_message(parts: list[Message]) -> Message:
+    intro = {"type": "text", "text": "The images from the tool results above:"}
+    return {"role": "user", "content": [intro, *parts]}
+
+
+def _images_in(message: Message, folder: Path) -> list[Message]:
+    content = message.get("content")
+    if not isinstance(content, str) or "[image " not in content:
+        return []
+    parts = []
+    for mime, written in _MARKER.findall(content):
+        data = _readable(Path(written.strip()), mime, folder)
+        if data is not None:
+            url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def _readable(path: Path, mime: str, folder: Path) -> bytes | None:
+    """The file's bytes when it is a saved image of this home, else None."""
+    extension = IMAGE_EXTENSIONS.get(mime)
+    if extension is None or path.suffix != extension:
+        return None
+    try:
+        if path.parent.resolve() != folder.resolve():
+            return None
+        if path.is_symlink() or path.stat().st_size > MAX_IMAGE_BYTES:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if path.name == media_name(data, extension) else None
