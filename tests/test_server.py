@@ -3,6 +3,7 @@ uvicorn process, the scripted provider behind it."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import time
@@ -338,6 +339,32 @@ def test_sessions_list_read_rename_fork_delete_on_the_clis_store(
         gone = http.get(f"/v1/sessions/{session_id}")
         assert gone.status_code == 404 and gone.json()["error"]["type"] == "not_found"
         assert http.get(f"/v1/sessions/{fork['id']}").status_code == 200
+
+
+def test_a_fork_that_fails_midway_leaves_no_half_session(
+    serve: ServeProcess, provider: ScriptedProvider
+) -> None:
+    provider.add(text("to be forked"))
+    with serve.http() as http:
+        run = http.post("/v1/runs", json={"input": "fork me"}).json()
+        _run_events(serve, run["run_id"])
+        before = {s["id"] for s in http.get("/v1/sessions").json()["data"]}
+        # The copy's messages are refused by the database itself (as a full disk would).
+        with sqlite3.connect(serve.home / "state.db") as db:
+            db.execute(
+                "CREATE TRIGGER refuse_copy BEFORE INSERT ON messages "
+                f"WHEN NEW.session_id <> '{run['session_id']}' "
+                "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+            )
+        try:
+            failed = http.post(f"/v1/sessions/{run['session_id']}/fork", json={"title": "half"})
+        finally:
+            with sqlite3.connect(serve.home / "state.db") as db:
+                db.execute("DROP TRIGGER refuse_copy")
+        assert failed.status_code == 503 and "disk is full" in failed.json()["error"]["message"]
+        assert {s["id"] for s in http.get("/v1/sessions").json()["data"]} == before
+        again = http.post(f"/v1/sessions/{run['session_id']}/fork", json={"title": "half"})
+        assert again.status_code == 201 and again.json()["message_count"] == 2
 
 
 # ---- auth, limits, one error shape ------------------------------------------------------------

@@ -85,29 +85,14 @@ async def delete_session(request: Request) -> Response:
 
 
 async def fork_session(request: Request) -> Response:
-    """A new session holding a copy of the messages; the original is untouched."""
+    """A new session holding a copy of the messages, made in one store operation (a copy
+    that fails leaves no half session); the original is untouched."""
     hub = hub_of(request)
     body = await read_json(request)
     title = field_of(body, "title", str)
     info = await _info(hub, request.path_params["session_id"])
-    messages = await run_blocking(hub.store.load_messages, info.id)
     fork_id = new_session_id()
-
-    def copy() -> None:
-        hub.store.create_session(
-            fork_id,
-            source=info.source,
-            model=info.model,
-            provider=info.provider,
-            api_mode=info.api_mode,
-            system_prompt=info.system_prompt,
-            title=title,
-            cwd=info.cwd,
-        )
-        hub.store.append_messages(fork_id, list(enumerate(messages)))
-        hub.store.set_state(fork_id, "forked_from", info.id)
-
-    await run_blocking(copy)
+    await run_blocking(hub.store.fork_session, info.id, fork_id, title=title)
     return JSONResponse(session_view(await _info(hub, fork_id), hub), status_code=201)
 
 

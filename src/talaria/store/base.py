@@ -245,6 +245,12 @@ class SessionStore(Protocol):
         the parent live or the child complete, never a half."""
         ...
 
+    def fork_session(self, source_id: str, fork_id: str, *, title: str | None = None) -> None:
+        """A copy in ONE transaction: create `fork_id` with the source's source, model,
+        provider, API mode, system prompt and cwd (and `title`), copy every message and set
+        its state `forked_from` to `source_id`. A failure leaves no fork behind."""
+        ...
+
     def claim_writer(self, session_id: str, owner: str, ttl: float = 120.0) -> None:
         """Become the session's one writer for `ttl` seconds (renewed by each append with
         `writer=owner`). Raises `SessionBusy` when another live owner holds it. An expired
@@ -328,3 +334,23 @@ def hand_over(
         store.release_writer(parent_id, writer)
         store.claim_writer(child_id, writer)
     store.append_messages(child_id, list(enumerate(messages)), writer=writer)
+
+
+def copy_session(store: SessionStore, source_id: str, fork_id: str, title: str | None) -> None:
+    """The steps of `fork_session`; each backend runs them inside one transaction, so the
+    messages copied are the ones stored when it began."""
+    source = store.get_session(source_id)
+    if source is None:
+        raise SessionNotFound(f"no session with id {source_id!r}")
+    store.create_session(
+        fork_id,
+        source=source.source,
+        model=source.model,
+        provider=source.provider,
+        api_mode=source.api_mode,
+        system_prompt=source.system_prompt,
+        title=title,
+        cwd=source.cwd,
+    )
+    store.append_messages(fork_id, list(enumerate(store.load_messages(source_id))))
+    store.set_state(fork_id, "forked_from", source_id)

@@ -238,6 +238,41 @@ class StoreConformance:
         child = store.get_session("child-session")
         assert child is not None and child.parent_session_id is None
 
+    def test_a_fork_copies_the_session_in_one_operation(self, store: SessionStore) -> None:
+        store.create_session("src-session", source="cli", model="m", provider="p",
+                             api_mode="chat_completions", system_prompt="be brief",
+                             cwd="/w", title="original")  # fmt: skip
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "zebra plan"},
+            {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+        ]
+        store.append_messages("src-session", list(enumerate(messages)))
+        store.fork_session("src-session", "fork-session", title="copy")
+        fork, source = store.get_session("fork-session"), store.get_session("src-session")
+        assert fork is not None and source is not None
+        kept = ("source", "model", "provider", "api_mode", "system_prompt", "cwd")
+        assert [getattr(fork, k) for k in kept] == [getattr(source, k) for k in kept]
+        assert (fork.title, fork.message_count) == ("copy", 3)
+        assert store.load_messages("fork-session") == messages
+        assert store.get_state("fork-session", "forked_from") == "src-session"
+        assert {hit.session_id for hit in store.search("zebra")} == {"src-session", "fork-session"}
+        store.append_messages("fork-session", [(3, {"role": "user", "content": "only here"})])
+        assert store.message_count("src-session") == 3
+
+    def test_a_failed_fork_leaves_no_session(self, store: SessionStore) -> None:
+        store.create_session("src-session", title="taken")
+        store.append_messages("src-session", [(0, {"role": "user", "content": "hi"})])
+        with pytest.raises(TitleInUse):
+            store.fork_session("src-session", "fork-session", title="taken")
+        with pytest.raises(SessionExists):
+            store.fork_session("src-session", "src-session")
+        with pytest.raises(SessionNotFound):
+            store.fork_session("no-such-session", "fork-session")
+        assert store.get_session("fork-session") is None
+        assert [info.id for info in store.list_sessions()] == ["src-session"]
+        assert store.message_count("src-session") == 1
+
     def test_delete_removes_messages_state_and_search_hits(self, store: SessionStore) -> None:
         store.create_session("s1")
         store.append_messages("s1", [(0, {"role": "user", "content": "zebra migration"})])

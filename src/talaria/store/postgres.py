@@ -31,6 +31,7 @@ from talaria.store.base import (
     StoreError,
     TitleInUse,
     UsageRecord,
+    copy_session,
     hand_over,
     lease_expiry,
 )
@@ -325,6 +326,10 @@ class PostgresSessionStore:
                   "system_prompt": system_prompt, "state": state, "writer": writer}  # fmt: skip
         with self._transaction():
             hand_over(self, parent_id, child_id, messages, **fields)
+
+    def fork_session(self, source_id: str, fork_id: str, *, title: str | None = None) -> None:
+        with self._transaction():
+            copy_session(self, source_id, fork_id, title)
 
     # -- messages -----------------------------------------------------------------------
 

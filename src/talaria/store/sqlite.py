@@ -26,6 +26,7 @@ from talaria.store.base import (
     StoreError,
     TitleInUse,
     UsageRecord,
+    copy_session,
     hand_over,
     lease_expiry,
 )
@@ -450,6 +451,9 @@ class SQLiteSessionStore:
         fields = {"model": model, "provider": provider, "api_mode": api_mode,
                   "system_prompt": system_prompt, "state": state, "writer": writer}  # fmt: skip
         self._write(lambda conn: hand_over(self, parent_id, child_id, messages, **fields))
+
+    def fork_session(self, source_id: str, fork_id: str, *, title: str | None = None) -> None:
+        self._write(lambda conn: copy_session(self, source_id, fork_id, title))
 
     def truncate_messages(self, session_id: str, keep: int) -> int:
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
