@@ -117,6 +117,7 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
                     api_key=args["api_key"] or config.get("model.api_key"),
                     api_mode=args["api_mode"] or config.get("model.api_mode"),
                     options=config.get("model.options", {}),
+                    profiles=config.get("profiles"),
                 )
             )
         )
@@ -141,6 +142,7 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
                     api_key=fallback.get("api_key"),
                     api_mode=fallback.get("api_mode"),
                     options=fallback.get("options", {}),
+                    profiles=config.get("profiles"),
                 )
             )
         )

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "prompt": {"profile": "auto", "lean_below": 16384},
     "tools": {"text_calls": True},
     "providers": {},
+    "profiles": {},
     "prompt_caching": {"enabled": True, "ttl": "5m"},
     "fallback_providers": [],
     "auxiliary": {},
@@ -192,6 +193,11 @@ class Config:
             )
         if not isinstance(self.get("fallback_providers", []), list):
             raise ConfigError(f"{self.path or 'config'}: fallback_providers must be a list")
+        from talaria.providers.profiles.profile import profiles_problem
+
+        problem = profiles_problem(self.get("profiles", {}))
+        if problem:
+            raise ConfigError(f"{self.path or 'config'}: profiles: {problem}")
 
     def _validate_sandbox(self) -> None:
         where = self.path or "config"

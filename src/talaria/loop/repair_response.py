@@ -6,8 +6,8 @@ provider is tried, then the turn fails with the reason (never a placeholder posi
 answer). Text cut off by the output limit is continued and joined into one answer while the
 continuations make progress. Tool calls cut off by the output limit are never run: the call is
 retried, with more output room when ``model.max_tokens`` is set. A refusal ends the turn at once.
-On custom and local endpoints, an answer that is a tool call written as text is read as that
-call (`loop.text_tool_calls`), with a notice.
+Where the model's profile says so (custom and local endpoints), an answer that is a tool call
+written as text is read as that call (`loop.text_tool_calls`), with a notice.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from talaria.events import Notice
 from talaria.interrupt import InterruptSignal
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.profiles import profile_of
 from talaria.providers.resilience.caller import CallResult, ModelCaller
 from talaria.providers.resilience.retry import Action, action_for
 
@@ -39,9 +40,6 @@ TRUNCATED_NOTE = (
     "[Your previous tool call was cut off by the output limit, so it was not run. Make the call "
     "again with shorter arguments (for example, write a large file in several steps).]"
 )
-
-TEXT_CALL_PROVIDERS = frozenset({"custom", "ollama", "llamacpp", "vllm", "lmstudio"})
-"""Endpoints whose models may write tool calls as text (the big APIs never need it)."""
 
 RequestBuilder = Callable[[list[str]], ModelRequest]
 """Builds the request for the current history with extra ephemeral notes in its newest message."""
@@ -174,7 +172,7 @@ class _Repair:
             or self.parts
             or response.tool_calls
             or self.request.tool_choice == "none"
-            or result.client.provider not in TEXT_CALL_PROVIDERS
+            or not profile_of(result.client).text_tool_calls
         ):
             return result
         from talaria.loop.text_tool_calls import find_text_tool_calls

@@ -34,6 +34,7 @@ from talaria.messages.media import media_dir
 from talaria.offload import run_blocking
 from talaria.providers.base import (
     Message,
+    ModelClient,
     ModelRequest,
     ModelResponse,
     ToolCall,
@@ -41,7 +42,9 @@ from talaria.providers.base import (
     UsageLedger,
 )
 from talaria.providers.errors import ProviderError
+from talaria.providers.profiles import profile_of
 from talaria.providers.resilience.caller import CallResult
+from talaria.providers.resilience.chain import ChainEntry
 from talaria.providers.resilience.retry import Action, action_for
 from talaria.store.base import StoreError
 from talaria.tools.base import ToolContext
@@ -111,7 +114,7 @@ async def _run_turn(
         state.meter = open_meter(rt.budgets, await run_blocking(_session_spent, session))
     else:
         state.meter = open_meter(rt.budgets, None)
-    _price(state.usage, active.model, active.provider)
+    _price(state.usage, active)
     rt.emit(TurnStarted(task_id, session.id, _text_of(user_message)))
     await rt.sync_tools()
     metering = ACTIVE_METER.set(state.meter)
@@ -255,7 +258,7 @@ async def _call(
     response = result.response
     client = result.client
     state.model, state.provider, state.api_mode = client.model, client.provider, client.api_mode
-    _price(result.usage, client.model, client.provider)
+    _price(result.usage, client)
     state.usage.add(result.usage)
     state.models.add(client.model, client.provider, result.usage)
     if state.meter is not None:
@@ -295,13 +298,13 @@ async def _obtain(
     return await obtain_response(rt.caller, build, stream, rt.interrupt, text_calls=text_calls)
 
 
-def _price(usage: Usage, model: str, provider: str) -> None:
-    """The catalogue's price (0.0 on a local server's provider, None for a model it does not
-    know): set on the turn's usage at its start too, so a turn that fails before any answer
-    reports its cost the same way as one that succeeds."""
+def _price(usage: Usage, model: ModelClient | ChainEntry) -> None:
+    """The catalogue's price (0.0 where the profile says the model is not billed, None for a
+    model it does not know): set on the turn's usage at its start too, so a turn that fails
+    before any answer reports its cost the same way as one that succeeds."""
     from talaria.providers.pricing import estimate_cost
 
-    usage.estimated_cost_usd = estimate_cost(model, usage, provider)
+    usage.estimated_cost_usd = estimate_cost(model.model, usage, model.provider, profile_of(model))
 
 
 def _spent_before_interrupt(rt: Runtime, sent: list[Message], stream: EventStream) -> Usage:
@@ -314,7 +317,7 @@ def _spent_before_interrupt(rt: Runtime, sent: list[Message], stream: EventStrea
         input_tokens=estimate_tokens(sent, rt.tool_schemas) if sent else 0,
         output_tokens=estimate_text_tokens("".join(stream.produced)),
     )
-    _price(usage, entry.model, entry.provider)
+    _price(usage, entry)
     return usage
 
 
@@ -408,7 +411,9 @@ async def _over_budget(
         build_messages(session.system_prompt, session.history, []), rt.tool_schemas
     )
     next_call = Usage(input_tokens=prompt, output_tokens=meter.output_reserve())
-    next_call.estimated_cost_usd = estimate_cost(active.model, next_call, active.provider)
+    next_call.estimated_cost_usd = estimate_cost(
+        active.model, next_call, active.provider, profile_of(active)
+    )
     if meter.unpriced(next_call) and active.label not in meter.budgets.unpriced_noted:
         meter.budgets.unpriced_noted.add(active.label)
         note = f"{active.label} has no known price: the cost budget is not enforced"

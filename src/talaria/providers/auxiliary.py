@@ -93,6 +93,7 @@ def _spec(rt: Runtime, entry: dict[str, Any]) -> ProviderSpec:
             base_url=main.base_url,
             api_key=entry.get("api_key") or main.api_key,
             api_mode=entry.get("api_mode") or main.api_mode,
+            profiles=rt.config.get("profiles"),
         )
     return resolve_spec(
         model=entry.get("model") or (main.model if main else None),
@@ -100,11 +101,15 @@ def _spec(rt: Runtime, entry: dict[str, Any]) -> ProviderSpec:
         base_url=entry.get("base_url"),
         api_key=entry.get("api_key"),
         api_mode=entry.get("api_mode"),
+        profiles=rt.config.get("profiles"),
     )
 
 
 def _count_usage(rt: Runtime, client: ModelClient, response: ModelResponse) -> None:
     from talaria.providers.pricing import estimate_cost
+    from talaria.providers.profiles import profile_of
 
-    response.usage.estimated_cost_usd = estimate_cost(client.model, response.usage, client.provider)
+    response.usage.estimated_cost_usd = estimate_cost(
+        client.model, response.usage, client.provider, profile_of(client)
+    )
     rt.add_side_usage(response.usage, client.model, client.provider)

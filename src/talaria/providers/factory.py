@@ -9,6 +9,7 @@ from typing import Any
 
 from talaria.messages.redact import remember_secret
 from talaria.providers.base import ModelClient
+from talaria.providers.profiles import ModelProfile, profile_for
 
 _CLIENTS: dict[str, tuple[str, str]] = {
     "chat_completions": ("talaria.providers.wire.chat_completions", "ChatCompletionsClient"),
@@ -27,6 +28,8 @@ class ProviderSpec:
     api_key: str
     api_mode: str
     options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    profile: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """The user's overrides of the resolved `ModelProfile` (from config ``profiles:``)."""
 
     def __post_init__(self) -> None:
         remember_secret(self.api_key)
@@ -48,10 +51,13 @@ def resolve_spec(
     api_mode: str | None,
     env: dict[str, str] | None = None,
     options: dict[str, Any] | None = None,
+    profiles: dict[str, Any] | None = None,
 ) -> ProviderSpec:
-    """Fill in what the user left out, in the seed's resolution order."""
+    """Fill in what the user left out, in the seed's resolution order. ``profiles`` is the
+    config's ``profiles:`` section; a bad entry is a CONFIG `ProviderError` naming the key."""
     import os
 
+    from talaria.providers.profiles.profile import overrides_for
     from talaria.providers.resolve import resolve_api_mode, resolve_endpoint
 
     if not model:
@@ -66,6 +72,7 @@ def resolve_spec(
         provider, base_url, api_key, dict(os.environ) if env is None else env
     )
     mode = resolve_api_mode(api_mode, resolved_provider, resolved_url, model)
+    overrides = overrides_for(profiles, model)
     return ProviderSpec(
         provider=resolved_provider,
         model=model,
@@ -73,6 +80,7 @@ def resolve_spec(
         api_key=resolved_key,
         api_mode=mode,
         options=dict(options or {}),
+        profile=overrides,
     )
 
 
@@ -98,9 +106,21 @@ def build_client(spec: ProviderSpec) -> ModelClient:
         base_url=spec.base_url,
         api_key=spec.api_key,
         provider=spec.provider,
+        profile=profile_of_spec(spec),
         **spec.options,
     )
     return client
 
 
-_FIXED = frozenset({"model", "base_url", "api_key", "provider"})
+def profile_of_spec(spec: ProviderSpec) -> ModelProfile:
+    """The spec's resolved profile: the rule table's facts with the user's overrides on top."""
+    return profile_for(
+        provider=spec.provider,
+        model=spec.model,
+        base_url=spec.base_url,
+        api_mode=spec.api_mode,
+        overrides=spec.profile,
+    )
+
+
+_FIXED = frozenset({"model", "base_url", "api_key", "provider", "profile"})

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from talaria.providers.base import Usage
-
-_FREE_PROVIDERS = frozenset({"ollama", "llamacpp", "lmstudio", "vllm"})
-"""Models served on the user's own hardware: no per-token price."""
+from talaria.providers.profiles import ModelProfile, profile_for
 
 _CATALOGUE_IDS: dict[str, str | None] = {
     "openai-codex": "openai",
@@ -22,7 +20,9 @@ _CATALOGUE_IDS: dict[str, str | None] = {
 """talaria provider names whose catalogue id differs; others are passed through as they are."""
 
 
-def estimate_cost(model: str, usage: Usage, provider: str | None = None) -> float | None:
+def estimate_cost(
+    model: str, usage: Usage, provider: str | None = None, profile: ModelProfile | None = None
+) -> float | None:
     """The USD cost of ``usage`` on ``model``; None when the catalogue does not know the model.
 
     ``model`` may carry a provider prefix (``anthropic/claude-sonnet-4``): the prefixed id is
@@ -30,7 +30,7 @@ def estimate_cost(model: str, usage: Usage, provider: str | None = None) -> floa
     prefix's own provider.
     """
     name = (provider or "").lower()
-    if name in _FREE_PROVIDERS:
+    if not (profile or profile_for(provider=name, model=model)).billed:
         return 0.0
     from genai_prices import Usage as CatalogueUsage
     from genai_prices import calc_price

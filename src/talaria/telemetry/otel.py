@@ -283,10 +283,13 @@ class _CallScope(Scope):
 
     def answered(self, client: Any, response: ModelResponse) -> None:
         from talaria.providers.pricing import estimate_cost
+        from talaria.providers.profiles import profile_of
 
         span = self.span
         usage = Usage.from_dict(response.usage.to_dict())
-        usage.estimated_cost_usd = estimate_cost(client.model, usage, client.provider)
+        usage.estimated_cost_usd = estimate_cost(
+            client.model, usage, client.provider, profile_of(client)
+        )
         requested = {
             "gen_ai.provider.name": str(client.provider),
             "gen_ai.request.model": str(client.model),

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from talaria.providers.base import ModelClient
-from talaria.providers.factory import ProviderSpec, build_client
+from talaria.providers.factory import ProviderSpec, build_client, profile_of_spec
+from talaria.providers.profiles import ModelProfile, profile_of
 
 
 @dataclass
@@ -34,6 +35,13 @@ class ChainEntry:
     @property
     def api_mode(self) -> str:
         return self.spec.api_mode if self.spec else str(getattr(self.fixed_client, "api_mode", ""))
+
+    @property
+    def profile(self) -> ModelProfile:
+        """What the model behind this entry accepts (the table's answer plus overrides)."""
+        if self.spec is not None:
+            return profile_of_spec(self.spec)
+        return profile_of(self.fixed_client)
 
     @property
     def label(self) -> str:

@@ -13,20 +13,11 @@ from typing import Any
 
 from talaria.context.cache_markers import apply_cache_markers
 from talaria.providers.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from talaria.providers.profiles import ModelProfile, profile_for
 
 API_MODE = "anthropic_messages"
-DEFAULT_MAX_TOKENS = 8192
-MODEL_MAX_TOKENS: dict[str, int] = {
-    "claude-3-haiku": 4096,
-    "claude-3-opus": 4096,
-    "claude-3-sonnet": 4096,
-    "claude-3-5": 8192,
-    "claude-3-7": 16384,
-    "claude-sonnet-4": 16384,
-    "claude-opus-4": 16384,
-    "claude-haiku-4": 16384,
-}
-"""Output limits the model accepts (prefix match); every request needs an explicit max_tokens."""
+FALLBACK_OUTPUT_LIMIT = 8192
+"""Every request needs an explicit max_tokens; this one when neither config nor profile has."""
 
 FINISH_REASONS = {
     "end_turn": "stop",
@@ -45,12 +36,6 @@ Block = dict[str, Any]
 def replay_source(base_url: str) -> str:
     """The tag that decides whether stored thinking blocks may be replayed to an endpoint."""
     return f"{API_MODE}|{base_url.rstrip('/')}"
-
-
-def default_max_tokens(model: str) -> int:
-    name = model.rsplit("/", 1)[-1]
-    matches = [prefix for prefix in MODEL_MAX_TOKENS if name.startswith(prefix)]
-    return MODEL_MAX_TOKENS[max(matches, key=len)] if matches else DEFAULT_MAX_TOKENS
 
 
 def convert_tools(tools: list[dict[str, Any]]) -> list[Block]:
@@ -105,37 +90,52 @@ def build_body(
     *,
     model: str,
     source: str,
+    profile: ModelProfile | None = None,
     max_tokens_default: int | None = None,
     thinking: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The complete ``/v1/messages`` JSON body for one request (always with max_tokens)."""
+    profile = profile or profile_for(provider="anthropic", model=model, api_mode=API_MODE)
     system, messages = convert_messages(request.messages, source=source)
     tools = convert_tools(request.tools)
-    if request.cache_ttl:
+    if request.cache_ttl and profile.cache_markers:
         system, messages, tools = apply_cache_markers(
             system, messages, tools, ttl=request.cache_ttl
         )
-    max_tokens = request.max_tokens or max_tokens_default or default_max_tokens(model)
+    default = max_tokens_default or profile.output_limit_default or FALLBACK_OUTPUT_LIMIT
+    max_tokens = request.max_tokens or default
     budget = (thinking or {}).get("budget_tokens")
     if isinstance(budget, int) and max_tokens <= budget:
-        max_tokens = budget + (max_tokens_default or default_max_tokens(model))
+        max_tokens = budget + default
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     if system:
         body["system"] = system
-    if tools:
-        body["tools"] = tools
-        if request.tool_choice == "none":
-            body["tool_choice"] = {"type": "none"}
+    body.update(_tool_fields(tools, request.tool_choice, profile))
     body["messages"] = messages
     if thinking:
         body["thinking"] = thinking
-    elif request.temperature is not None:
+    elif request.temperature is not None and profile.supports_temperature:
         body["temperature"] = request.temperature
     if request.stream:
         body["stream"] = True
     if request.extra_body:
         body.update(request.extra_body)
     return body
+
+
+def _tool_fields(tools: list[Block], tool_choice: str, profile: ModelProfile) -> dict[str, Any]:
+    """``tools`` and a ``tool_choice`` object, sent only to say "none" or "one at a time".
+    The tools stay even without ``tool_choice``: a history with tool blocks needs them."""
+    if not tools:
+        return {}
+    fields: dict[str, Any] = {"tools": tools}
+    if not profile.supports_tool_choice:
+        return fields
+    if tool_choice == "none":
+        fields["tool_choice"] = {"type": "none"}
+    elif profile.parallel_tool_calls is False:
+        fields["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+    return fields
 
 
 def parse_message(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind
+from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.providers.resilience.classify import classify_http
 from talaria.providers.transport.sdk import sdk_http_client
 from talaria.providers.wire.anthropic_adapter import (
@@ -45,6 +46,7 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
         default_headers: dict[str, str] | None = None,
         max_tokens_default: int | None = None,
         thinking: dict[str, Any] | None = None,
+        profile: ModelProfile | None = None,
     ) -> None:
         url = base_url.rstrip("/")
         super().__init__(
@@ -56,12 +58,16 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
         self.max_tokens_default = max_tokens_default
         self.thinking = thinking
         self._source = replay_source(url)
+        self.profile = profile or profile_for(
+            provider=provider, model=model, base_url=url, api_mode=self.api_mode
+        )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_body(
             request,
             model=self.model,
             source=self._source,
+            profile=self.profile,
             max_tokens_default=self.max_tokens_default,
             thinking=self.thinking,
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from talaria.context.cache_markers import apply_openai_format_cache_markers
 from talaria.messages.think import ThinkSplitter, strip_think
@@ -23,6 +22,7 @@ from talaria.providers.base import (
     Usage,
 )
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.providers.transport.sdk import (
     openai_client,
     openai_post_json,
@@ -34,6 +34,8 @@ WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 """The message keys the API knows; reasoning and replay state are ours and never sent."""
 TOOL_RESULT_KEYS = ("role", "content", "tool_call_id")
 """A tool result takes no `name`: strict endpoints reject it there."""
+DEFAULT_PROFILE = ModelProfile()
+"""A compatible server with no known quirks."""
 
 FINISH_REASONS = {
     "stop": "stop",
@@ -60,6 +62,7 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
         timeout: float = 600.0,
         default_headers: dict[str, str] | None = None,
         extra_body: dict[str, Any] | None = None,
+        profile: ModelProfile | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -70,9 +73,12 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
             ),
         )
         self.extra_body = extra_body
+        self.profile = profile or profile_for(
+            provider=provider, model=model, base_url=base_url, api_mode=self.api_mode
+        )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_body(request, self.model, self.extra_body, _token_field(self.base_url))
+        return build_body(request, self.model, self.extra_body, self.profile)
 
     def _reader(self, stream: StreamHandler) -> _StreamReader:
         return _StreamReader(stream)
@@ -93,32 +99,39 @@ def build_body(
     request: ModelRequest,
     model: str,
     extra_body: dict[str, Any] | None = None,
-    token_field: str = "max_tokens",
+    profile: ModelProfile = DEFAULT_PROFILE,
 ) -> dict[str, Any]:
-    """The JSON body for one call, built directly (no SDK transform)."""
+    """The JSON body for one call, built directly (no SDK transform), as `profile` says."""
     messages = [wire_message(message) for message in request.messages]
-    if request.cache_ttl and "claude" in model.lower():
+    if request.cache_ttl and profile.cache_markers:
         messages = apply_openai_format_cache_markers(messages, request.cache_ttl)
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": request.stream}
-    if request.stream:
+    if request.stream and profile.stream_usage:
         body["stream_options"] = {"include_usage": True}
-    if request.tools:
-        body["tools"] = request.tools
-        body["tool_choice"] = request.tool_choice
+    body.update(tool_fields(request.tools, request.tool_choice, profile))
     if request.max_tokens is not None:
-        body[token_field] = request.max_tokens
-    if request.temperature is not None:
+        body[profile.output_limit_field] = request.max_tokens
+    if request.temperature is not None and profile.supports_temperature:
         body["temperature"] = request.temperature
     body.update(extra_body or {})
     body.update(request.extra_body or {})
     return body
 
 
-def _token_field(base_url: str) -> str:
-    """OpenAI's own API wants `max_completion_tokens` (its reasoning models reject
-    `max_tokens`); compatible servers (vLLM, llama.cpp, Ollama, OpenRouter) read `max_tokens`."""
-    host = urlsplit(base_url).hostname or ""
-    return "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+def tool_fields(
+    tools: list[dict[str, Any]], tool_choice: str, profile: ModelProfile
+) -> dict[str, Any]:
+    """``tools``, ``tool_choice`` and ``parallel_tool_calls`` as the endpoint takes them (both
+    OpenAI wire APIs); an endpoint without ``tool_choice`` is offered no tools when none may be
+    called."""
+    if not tools or (tool_choice == "none" and not profile.supports_tool_choice):
+        return {}
+    fields: dict[str, Any] = {"tools": tools}
+    if profile.supports_tool_choice:
+        fields["tool_choice"] = tool_choice
+    if profile.parallel_tool_calls is not None:
+        fields["parallel_tool_calls"] = profile.parallel_tool_calls
+    return fields
 
 
 def wire_message(message: Message) -> dict[str, Any]:

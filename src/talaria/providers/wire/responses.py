@@ -22,13 +22,12 @@ from talaria.providers.base import (
     Usage,
 )
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.providers.transport.sdk import openai_client, openai_post_json, openai_post_stream
+from talaria.providers.wire.chat_completions import tool_fields
 from talaria.providers.wire.endpoint import EndpointClient
 
 API_MODE = "codex_responses"
-
-REASONING_MODEL_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
-"""Model families that reason by default; only they accept encrypted reasoning."""
 
 ERROR_CODE_KINDS = {
     "rate_limit_exceeded": ErrorKind.RATE_LIMIT,
@@ -48,10 +47,9 @@ def replay_source(base_url: str) -> str:
     return f"{API_MODE}|{base_url.rstrip('/')}"
 
 
-def wants_reasoning(model: str, body: dict[str, Any]) -> bool:
+def wants_reasoning(profile: ModelProfile, body: dict[str, Any]) -> bool:
     """True when the call reasons: a reasoning model, or reasoning asked for explicitly."""
-    bare = model.rpartition("/")[2].lower()
-    return "reasoning" in body or bare.startswith(REASONING_MODEL_PREFIXES)
+    return "reasoning" in body or profile.encrypted_reasoning
 
 
 class ResponsesClient(EndpointClient["_Assembly"]):
@@ -69,6 +67,7 @@ class ResponsesClient(EndpointClient["_Assembly"]):
         timeout: float = 600.0,
         default_headers: dict[str, str] | None = None,
         extra_body: dict[str, Any] | None = None,
+        profile: ModelProfile | None = None,
     ) -> None:
         url = base_url.rstrip("/")
         super().__init__(
@@ -81,24 +80,25 @@ class ResponsesClient(EndpointClient["_Assembly"]):
         )
         self.extra_body = dict(extra_body or {})
         self._source = replay_source(url)
+        self.profile = profile or profile_for(
+            provider=provider, model=model, base_url=url, api_mode=self.api_mode
+        )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         instructions, items = to_input(request.messages, self._source)
         body: dict[str, Any] = {"model": self.model}
         if instructions:
             body["instructions"] = instructions
-        if request.tools:
-            body["tools"] = [to_tool(schema) for schema in request.tools]
-            body["tool_choice"] = request.tool_choice
-            body["parallel_tool_calls"] = True
+        tools = [to_tool(schema) for schema in request.tools]
+        body.update(tool_fields(tools, request.tool_choice, self.profile))
         body.update(input=items, store=False, stream=request.stream)
         if request.max_tokens:
-            body["max_output_tokens"] = request.max_tokens
-        if request.temperature is not None:
+            body[self.profile.output_limit_field] = request.max_tokens
+        if request.temperature is not None and self.profile.supports_temperature:
             body["temperature"] = request.temperature
         body.update(self.extra_body)
         body.update(request.extra_body or {})
-        if wants_reasoning(self.model, body):
+        if wants_reasoning(self.profile, body):
             include = list(body.get("include") or [])
             if "reasoning.encrypted_content" not in include:
                 include.append("reasoning.encrypted_content")
