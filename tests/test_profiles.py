@@ -310,3 +310,22 @@ def test_the_cli_reads_profiles_from_the_config_file_and_refuses_a_typo(tmp_path
     assert f"{config}: profiles: scripted-model: unknown key 'stream_usag'" in refused.stderr
     assert (done.returncode, done.stdout) == (0, "fine\n")
     assert body["stream"] is True and "stream_options" not in body
+
+
+def test_doctor_shows_the_profile_in_force(tmp_path: Path) -> None:
+    env = {**os.environ, "TALARIA_HOME": str(tmp_path)}
+    env.pop("TALARIA_MODEL", None)
+    with ScriptedProvider() as server:
+        model = {
+            "default": "anthropic/claude-sonnet-4",
+            "provider": "openrouter",
+            "base_url": server.openai_base_url,
+            "api_key": "sk-or-test",
+        }
+        config = {"model": model, "profiles": {"*claude*": {"stream_usage": False}}}
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        done = subprocess.run(
+            [TALARIA, "doctor"], capture_output=True, text=True, env=env, timeout=60
+        )
+    line = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["profile"])
+    assert "output_limit_default=16384 · stream_usage=false · cache_markers=true" in line

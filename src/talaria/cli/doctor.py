@@ -106,6 +106,7 @@ def _model_checks(config: Any) -> tuple[list[Check], bool]:
             base_url=config.get("model.base_url"),
             api_key=config.get("model.api_key"),
             api_mode=config.get("model.api_mode"),
+            profiles=config.get("profiles"),
         )
     except (ProviderError, ValueError) as exc:
         return [Check("model", BAD, f"{model}: {exc}")], False
@@ -116,7 +117,7 @@ def _model_checks(config: Any) -> tuple[list[Check], bool]:
         if spec.api_key == LOCAL_KEY
         else Check("key", OK, _mask(spec.api_key))
     )
-    checks = [Check("model", OK, f"{spec.label} ({spec.api_mode})"), key]
+    checks = [Check("model", OK, f"{spec.label} ({spec.api_mode})"), key, _profile_check(spec)]
     endpoint = probe_endpoint(spec.base_url, spec.api_key, spec.api_mode)
     fallbacks = config.get("fallback_providers", [])
     labels = ", ".join(
@@ -125,6 +126,14 @@ def _model_checks(config: Any) -> tuple[list[Check], bool]:
     checks += [endpoint, Check("fallbacks", OK if fallbacks else NONE, labels or "none")]
     checks.append(prompt_check(config, _served_window(spec) if endpoint.mark == OK else None))
     return checks, endpoint.mark == OK
+
+
+def _profile_check(spec: Any) -> Check:
+    """What the model's profile changes in its requests (the table's facts and overrides)."""
+    from talaria.providers.factory import profile_of_spec
+    from talaria.providers.profiles.profile import describe
+
+    return Check("profile", OK, describe(profile_of_spec(spec)))
 
 
 def _served_window(spec: Any) -> int | None:

@@ -55,6 +55,24 @@ class ModelProfile:
 
 
 PROFILE_KEYS = tuple(f.name for f in fields(ModelProfile))
+_DEFAULTS = ModelProfile()
+
+
+def describe(profile: ModelProfile) -> str:
+    """The facts that differ from a plain compatible server, as ``doctor`` shows them."""
+    changed = [
+        f"{key}={_yaml_text(getattr(profile, key))}"
+        for key in PROFILE_KEYS
+        if getattr(profile, key) != getattr(_DEFAULTS, key)
+    ]
+    return " · ".join(changed) or "no quirks (a plain compatible server)"
+
+
+def _yaml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
 
 _BOOLEAN = ("true or false", lambda v: isinstance(v, bool))
 _CHECKS: dict[str, tuple[str, Callable[[Any], bool]]] = {
