@@ -16,7 +16,10 @@ from talaria import Agent
 from talaria.context.summary import SUMMARISER_INSTRUCTIONS
 from talaria.events import Notice
 from talaria.messages.validate import history_problems
-from talaria.providers.profiles.context_windows import fetch_endpoint_context_length
+from talaria.providers.profiles.context_windows import (
+    fetch_endpoint_context_length,
+    forget_endpoint_windows,
+)
 from talaria.testing import Reply, Script, ScriptedProvider
 
 WINDOW = 2048
@@ -164,4 +167,5 @@ def test_lm_studio_loaded_context_and_vllm_max_model_len(local_server: dict[str,
 def _run(coro: Any) -> Any:
     import asyncio
 
+    forget_endpoint_windows()  # each call here asks a server whose answers just changed
     return asyncio.run(coro)

@@ -8,8 +8,10 @@ it).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Coroutine
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -62,36 +64,69 @@ OLLAMA_DEFAULT_NUM_CTX = 4096
 """What Ollama serves when neither the model's parameters nor the request set num_ctx."""
 
 
+PROBE_SECONDS = 2.0
+_probed: dict[tuple[str, str, str], int | None] = {}
+_probing: dict[tuple[str, str, str], asyncio.Future[int | None]] = {}
+
+
 async def fetch_endpoint_context_length(
     base_url: str, api_key: str | None, model: str, api_mode: str = "chat_completions"
 ) -> int | None:
-    """The window the server actually serves ``model`` with; None when nothing says (2 s).
+    """The window the server actually serves ``model`` with; None when nothing says.
 
-    Asked at once, trusted in this order: llama.cpp's ``/props`` (then ``/slots``) ``n_ctx``,
-    LM Studio's loaded context length, Ollama's ``num_ctx``, then the fields of the
+    Asked once per endpoint and model per process (agents share the answer, also while the
+    first probe is still in flight), through the shared HTTP pool, each request limited to
+    2 s; an unreachable or malformed URL simply yields None.
+    """
+    key = (base_url, model, api_mode)
+    if key in _probed:
+        return _probed[key]
+    pending = _probing.get(key)
+    if pending is not None and pending.get_loop() is asyncio.get_running_loop():
+        return await asyncio.shield(pending)
+    future = _probing[key] = asyncio.get_running_loop().create_future()
+    try:
+        size = await _probe(base_url, api_key, model, api_mode)
+    except BaseException:
+        future.cancel()
+        raise
+    finally:
+        _probing.pop(key, None)
+    _probed[key] = size
+    future.set_result(size)
+    return size
+
+
+def forget_endpoint_windows() -> None:
+    """Drop the remembered answers, e.g. after restarting a local server with another
+    ``--ctx-size`` in a long-running process."""
+    _probed.clear()
+
+
+async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) -> int | None:
+    """Asked at once, trusted in this order: llama.cpp's ``/props`` (then ``/slots``)
+    ``n_ctx``, LM Studio's loaded context length, Ollama's ``num_ctx``, then the fields of the
     OpenAI-style ``GET /models`` entry (vLLM's ``max_model_len``, ...), and last Ollama's
     default when only Ollama answered. llama.cpp's ``/models`` reports the *training*
     context, which is why the server's own endpoints come first.
     """
-    import asyncio
-
-    import httpx
-
-    from talaria.providers.transport.sdk import tls_verify
+    from talaria.providers.transport.auth import anthropic_endpoint, openai_endpoint
 
     root = _server_root(base_url, api_mode)
-    models_url = f"{root}/v1/models" if api_mode == "anthropic_messages" else f"{base_url}/models"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(
-        timeout=2.0, headers=headers, verify=tls_verify(base_url)
-    ) as client:
-        llama, slots, lmstudio, ollama, listed = await asyncio.gather(
-            _get(client, f"{root}/props"),
-            _get(client, f"{root}/slots"),
-            _get(client, f"{root}/api/v0/models"),
-            _post(client, f"{root}/api/show", {"model": model}),
-            _get(client, models_url),
-        )
+    if api_mode == "anthropic_messages":
+        endpoint = anthropic_endpoint(base_url, api_key)
+        models_url = f"{root}/v1/models"
+    else:
+        endpoint = openai_endpoint(base_url, api_key, env={})
+        models_url = f"{endpoint.base_url}/models"
+    headers = endpoint.headers
+    llama, slots, lmstudio, ollama, listed = await asyncio.gather(
+        _get(f"{root}/props", headers),
+        _get(f"{root}/slots", headers),
+        _get(f"{root}/api/v0/models", headers),
+        _post(f"{root}/api/show", {"model": model}, headers),
+        _get(models_url, headers),
+    )
     found = (
         _llama_props(llama),
         _llama_slots(slots),
@@ -105,29 +140,29 @@ async def fetch_endpoint_context_length(
 
 def _server_root(base_url: str, api_mode: str) -> str:
     """The server's own root: OpenAI-style base URLs end in the /v1 version path."""
-    root = base_url.rstrip("/")
+    root = base_url.split("?", 1)[0].rstrip("/")
     if api_mode != "anthropic_messages" and root.endswith("/v1"):
         root = root[: -len("/v1")]
     return root
 
 
-async def _get(client: Any, url: str) -> Any:
-    return await _json(client.get(url))
+async def _get(url: str, headers: dict[str, str]) -> Any:
+    from talaria.providers.transport import http
+
+    return await _quietly(http.get_json(url, headers, seconds=PROBE_SECONDS))
 
 
-async def _post(client: Any, url: str, body: dict[str, Any]) -> Any:
-    return await _json(client.post(url, json=body))
+async def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    from talaria.providers.transport import http
+
+    return await _quietly(http.post_json_answer(url, body, headers, seconds=PROBE_SECONDS))
 
 
-async def _json(pending: Any) -> Any:
-    """The JSON answer, or None for any failure (a server that is not this kind)."""
-    import httpx
-
+async def _quietly(pending: Coroutine[Any, Any, Any]) -> Any:
+    """The JSON answer, or None for any failure (a server that is not this kind, a bad URL)."""
     try:
-        response = await pending
-        response.raise_for_status()
-        return response.json()
-    except (httpx.HTTPError, ValueError):
+        return await pending
+    except Exception:
         return None
 
 

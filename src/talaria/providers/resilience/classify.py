@@ -1,8 +1,8 @@
 """Turn any exception from a model call into a `ProviderError` with the right kind.
 
-Works for the openai and anthropic SDKs and for raw httpx/httpx2 errors by duck typing
-(``status_code``, ``response.headers``, ``body``, class names), so it needs neither SDK
-imported and keeps working across their majors. The message is the provider's own, one line.
+Works by duck typing (``status_code``, ``headers`` or ``response.headers``, ``body``, class
+names): for talaria's own transport errors, raw httpx/httpx2 errors and the official SDKs'
+errors alike, without importing any of them. The message is the provider's own, one line.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ CONNECTION_CLASSES = frozenset(
     }
 )
 INVALID_CLASSES = frozenset({"APIResponseValidationError", "JSONDecodeError"})
+CONFIG_CLASSES = frozenset({"BadURLError", "InvalidURL", "UnsupportedProtocol"})
+"""A base URL no request can be sent to: fixing the configuration is the only cure."""
 
 BODY_TYPES: dict[str, ErrorKind] = {
     "overloaded_error": ErrorKind.OVERLOADED,
@@ -139,6 +141,8 @@ def classify_http(
 def _transport_kind(exc: BaseException) -> ErrorKind | None:
     """The kind of failures that happen below HTTP status codes; None for the others."""
     names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & CONFIG_CLASSES:
+        return ErrorKind.CONFIG
     if names & INVALID_CLASSES or isinstance(exc, ValueError):
         return ErrorKind.INVALID_RESPONSE
     if names & TIMEOUT_CLASSES or isinstance(exc, TimeoutError):
@@ -210,7 +214,9 @@ def _one_line(message: str) -> str:
 
 
 def _headers(exc: BaseException) -> dict[str, str]:
-    headers = getattr(getattr(exc, "response", None), "headers", None)
+    headers = getattr(exc, "headers", None)
+    if not isinstance(headers, Mapping):
+        headers = getattr(getattr(exc, "response", None), "headers", None)
     if headers is None:
         return {}
     return {str(key).lower(): str(value) for key, value in headers.items()}

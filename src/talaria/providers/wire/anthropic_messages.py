@@ -1,22 +1,20 @@
 """The Anthropic Messages API (``POST /v1/messages``) as a `ModelClient`.
 
-The official SDK provides auth headers, the HTTP client, error types and the SSE decoder, but
-the body goes out prebuilt through its low-level ``post``: ``messages.create`` walks the whole
-history on every call, which makes a long conversation quadratic. The SDK itself is imported
-on the first call because importing it costs more than a second.
+The body is built once and posted as is through the shared HTTP pool (the SDK's
+``messages.create`` walked the whole history on every call); the stream's events are read as
+plain dicts.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind
 from talaria.providers.profiles import ModelProfile, profile_for
-from talaria.providers.resilience.classify import classify_http
-from talaria.providers.transport.sdk import sdk_http_client
+from talaria.providers.transport.auth import anthropic_endpoint
 from talaria.providers.wire.anthropic_adapter import (
     API_MODE,
     Block,
@@ -25,9 +23,6 @@ from talaria.providers.wire.anthropic_adapter import (
     replay_source,
 )
 from talaria.providers.wire.endpoint import EndpointClient
-
-if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
 
 
 class AnthropicMessagesClient(EndpointClient["_Assembly"]):
@@ -48,18 +43,13 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
         thinking: dict[str, Any] | None = None,
         profile: ModelProfile | None = None,
     ) -> None:
-        url = base_url.rstrip("/")
-        super().__init__(
-            model,
-            base_url=url,
-            provider=provider,
-            sdk_factory=lambda: _sdk_client(url, api_key, timeout, default_headers),
-        )
+        endpoint = anthropic_endpoint(base_url, api_key, default_headers=default_headers)
+        super().__init__(model, endpoint=endpoint, provider=provider, timeout=timeout)
         self.max_tokens_default = max_tokens_default
         self.thinking = thinking
-        self._source = replay_source(url)
+        self._source = replay_source(endpoint.base_url)
         self.profile = profile or profile_for(
-            provider=provider, model=model, base_url=url, api_mode=self.api_mode
+            provider=provider, model=model, base_url=endpoint.base_url, api_mode=self.api_mode
         )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -76,95 +66,33 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
         return _Assembly(stream, self._source)
 
     async def _exchange(
-        self, client: AsyncAnthropic, body: dict[str, Any], reader: _Assembly, *, streaming: bool
+        self, body: dict[str, Any], reader: _Assembly, *, streaming: bool
     ) -> ModelResponse:
-        response = await _post(client, body, streaming=streaming)
-        try:
-            if streaming:
-                return await self._read_stream(response, reader)
-            return self._read_message(await response.aread())
-        finally:
-            await response.aclose()
+        if not streaming:
+            return self._read_message(await self._post("/v1/messages", body))
+        async with self._events("/v1/messages", body) as events:
+            async for event in events:
+                reader.feed(event)
+                if reader.finished:
+                    return reader.response()
+        raise self._error(
+            ErrorKind.CONNECTION,
+            "stream ended before message_stop",
+            output_started=reader.output_started,
+        )
 
-    def _read_message(self, raw: bytes) -> ModelResponse:
-        try:
-            data = json.loads(raw)
-            content, usage = data["content"], data.get("usage") or {}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise self._error(ErrorKind.INVALID_RESPONSE, f"not a message: {raw[:200]!r}") from exc
+    def _read_message(self, data: Any) -> ModelResponse:
+        content = data.get("content") if isinstance(data, dict) else None
         if not isinstance(content, list):
-            raise self._error(ErrorKind.INVALID_RESPONSE, "message content is not a list")
+            raise self._error(ErrorKind.INVALID_RESPONSE, f"not a message: {str(data)[:200]}")
         return parse_message(
             content,
             data.get("stop_reason"),
-            usage,
+            data.get("usage") or {},
             source=self._source,
             model=data.get("model"),
             response_id=data.get("id"),
         )
-
-    async def _read_stream(self, response: Any, assembly: _Assembly) -> ModelResponse:
-        from anthropic import AsyncStream
-
-        async for sse in AsyncStream.raw_events(response):
-            if not sse.data or sse.event == "ping":
-                continue
-            try:
-                event = json.loads(sse.data)
-            except ValueError as exc:
-                raise self._error(
-                    ErrorKind.INVALID_RESPONSE, f"bad stream event: {sse.data[:200]}"
-                ) from exc
-            if event.get("type") == "error":
-                raise classify_http(
-                    None,
-                    event,
-                    {},
-                    provider=self.provider,
-                    model=self.model,
-                    output_started=assembly.output_started,
-                )
-            assembly.feed(event)
-            if assembly.finished:
-                return assembly.response()
-        raise self._error(
-            ErrorKind.CONNECTION,
-            "stream ended before message_stop",
-            output_started=assembly.output_started,
-        )
-
-
-async def _post(client: AsyncAnthropic, body: dict[str, Any], *, streaming: bool) -> Any:
-    """Send the prebuilt body as bytes: the SDK neither walks nor copies it."""
-    import httpx2
-
-    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-    return await client.post(
-        "/v1/messages",
-        cast_to=httpx2.Response,
-        content=payload,
-        options={"headers": {"Content-Type": "application/json"}},
-        stream=streaming,
-    )
-
-
-def _sdk_client(
-    base_url: str, api_key: str, timeout: float, headers: dict[str, str] | None
-) -> AsyncAnthropic:
-    """An ``AsyncAnthropic`` without SDK retries (talaria has its own retry layer).
-
-    The SDK authenticates with ``Authorization: Bearer``; many Anthropic-compatible servers
-    only read ``x-api-key``, so the key goes in both (Anthropic accepts either)."""
-    import anthropic
-
-    return anthropic.AsyncAnthropic(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=0,
-        default_headers={"x-api-key": api_key, **(headers or {})},
-        http_client=sdk_http_client(anthropic, base_url),
-    )
 
 
 class _Assembly:

@@ -7,7 +7,6 @@ split off, streamed tool calls are assembled by index, usage is put in talaria's
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +22,7 @@ from talaria.providers.base import (
 )
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import ModelProfile, profile_for
-from talaria.providers.transport.sdk import (
-    openai_client,
-    openai_post_json,
-    openai_post_stream,
-)
+from talaria.providers.transport.auth import openai_endpoint
 from talaria.providers.wire.endpoint import EndpointClient
 
 WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -48,7 +43,7 @@ FINISH_REASONS = {
 
 
 class ChatCompletionsClient(EndpointClient["_StreamReader"]):
-    """A `ModelClient` for one Chat Completions endpoint and model, over the official SDK."""
+    """A `ModelClient` for one Chat Completions endpoint and model."""
 
     api_mode = "chat_completions"
 
@@ -64,14 +59,10 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
         extra_body: dict[str, Any] | None = None,
         profile: ModelProfile | None = None,
     ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            provider=provider,
-            sdk_factory=lambda: openai_client(
-                base_url=base_url, api_key=api_key, timeout=timeout, default_headers=default_headers
-            ),
+        endpoint = openai_endpoint(
+            base_url, api_key, provider=provider, default_headers=default_headers
         )
+        super().__init__(model, endpoint=endpoint, provider=provider, timeout=timeout)
         self.extra_body = extra_body
         self.profile = profile or profile_for(
             provider=provider, model=model, base_url=base_url, api_mode=self.api_mode
@@ -84,12 +75,11 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
         return _StreamReader(stream)
 
     async def _exchange(
-        self, client: Any, body: dict[str, Any], reader: _StreamReader, *, streaming: bool
+        self, body: dict[str, Any], reader: _StreamReader, *, streaming: bool
     ) -> ModelResponse:
         if not streaming:
-            return parse_completion(await openai_post_json(client, "/chat/completions", body))
-        chunks = openai_post_stream(client, "/chat/completions", body)
-        async with contextlib.aclosing(chunks):
+            return parse_completion(await self._post("/chat/completions", body))
+        async with self._events("/chat/completions", body) as chunks:
             async for chunk in chunks:
                 reader.feed(chunk)
         return reader.finish()

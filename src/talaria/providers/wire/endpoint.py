@@ -1,22 +1,24 @@
 """What every wire client has in common, so each wire module holds only its differences.
 
-A wire client is one endpoint and model over an official SDK: it builds the JSON body itself,
-sends it through the SDK's low-level ``post`` and reads the answer into a `ModelResponse`.
+A wire client is one endpoint and model: it builds the JSON body itself, posts it through
+talaria's shared HTTP pool (`transport.http`) and reads the answer into a `ModelResponse`.
 The shared part is the identity used to attribute errors (provider, model, base URL), the
-`LoopBoundClient` that owns the SDK client, and the rule that every failure leaves
-``complete`` as a `ProviderError` which knows whether visible output had already streamed.
+`Endpoint` (URL, auth headers, query) and the rule that every failure leaves ``complete`` as a
+`ProviderError` which knows whether visible output had already streamed.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.resilience.classify import classify_exception
-from talaria.providers.transport.sdk import LoopBoundClient
+from talaria.providers.transport import http, sse
+from talaria.providers.transport.auth import Endpoint
 
 
 class Reader(Protocol):
@@ -34,12 +36,13 @@ class EndpointClient(ABC, Generic[R]):
     api_mode: str
 
     def __init__(
-        self, model: str, *, base_url: str, provider: str, sdk_factory: Callable[[], Any]
+        self, model: str, *, endpoint: Endpoint, provider: str, timeout: float = 600.0
     ) -> None:
         self.model = model
         self.provider = provider
-        self.base_url = base_url
-        self._sdk = LoopBoundClient(sdk_factory)
+        self.endpoint = endpoint
+        self.base_url = endpoint.base_url
+        self.timeout = timeout
 
     @abstractmethod
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -50,31 +53,50 @@ class EndpointClient(ABC, Generic[R]):
         """Fresh per-call state that forwards streamed deltas to ``stream``."""
 
     @abstractmethod
-    async def _exchange(
-        self, client: Any, body: dict[str, Any], reader: R, *, streaming: bool
-    ) -> ModelResponse:
-        """Send ``body`` with the SDK ``client`` and read the answer through ``reader``."""
+    async def _exchange(self, body: dict[str, Any], reader: R, *, streaming: bool) -> ModelResponse:
+        """Send ``body`` and read the answer through ``reader``."""
 
     async def complete(self, request: ModelRequest, stream: StreamHandler) -> ModelResponse:
+        if self.endpoint.problem:
+            raise self._error(ErrorKind.CONFIG, self.endpoint.problem)
         body = self.build_body(request)
-        client = self._client()
         reader = self._reader(stream)
         try:
-            return await self._exchange(client, body, reader, streaming=request.stream)
+            return await self._exchange(body, reader, streaming=request.stream)
         except Exception as exc:
             raise classify_exception(
                 exc, provider=self.provider, model=self.model, output_started=reader.output_started
             ) from exc
 
     async def aclose(self) -> None:
-        await self._sdk.aclose()
+        """Nothing to release: connections belong to the loop's shared pool."""
 
-    def _client(self) -> Any:
-        """The SDK client for this event loop; failing to make one is our configuration's fault."""
-        try:
-            return self._sdk.get()
-        except Exception as exc:
-            raise self._error(ErrorKind.CONFIG, str(exc)) from exc
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` to ``path`` and return the decoded JSON answer."""
+        return await http.post_json_answer(
+            self.endpoint.url(path),
+            body,
+            self.endpoint.headers,
+            seconds=self.timeout,
+            params=self.endpoint.params,
+        )
+
+    @asynccontextmanager
+    async def _events(
+        self, path: str, body: dict[str, Any]
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """POST ``body`` and yield the answer's SSE events as dicts (closed on exit)."""
+        async with (
+            http.post_json(
+                self.endpoint.url(path),
+                body,
+                self.endpoint.headers,
+                seconds=self.timeout,
+                params=self.endpoint.params,
+            ) as response,
+            aclosing(sse.json_events(response.aiter_bytes())) as events,
+        ):
+            yield events
 
     def _error(
         self, kind: ErrorKind, message: str, *, body: Any = None, output_started: bool = False

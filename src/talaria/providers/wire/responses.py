@@ -3,14 +3,12 @@
 Stateless on purpose (``store: false``, the full input every turn): the session store, not
 the provider, owns the history, so a resumed or compressed session works anywhere. Reasoning
 survives between turns as encrypted reasoning items, replayed only to the endpoint that
-issued them. The body is built once and sent through the SDK's low-level ``post`` so the
-SDK's per-call walk over the history is never paid.
+issued them. The body is built once and posted as is through the shared HTTP pool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import aclosing
 from typing import Any
 
 from talaria.providers.base import (
@@ -23,7 +21,7 @@ from talaria.providers.base import (
 )
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import ModelProfile, profile_for
-from talaria.providers.transport.sdk import openai_client, openai_post_json, openai_post_stream
+from talaria.providers.transport.auth import openai_endpoint
 from talaria.providers.wire.chat_completions import tool_fields
 from talaria.providers.wire.endpoint import EndpointClient
 
@@ -69,19 +67,14 @@ class ResponsesClient(EndpointClient["_Assembly"]):
         extra_body: dict[str, Any] | None = None,
         profile: ModelProfile | None = None,
     ) -> None:
-        url = base_url.rstrip("/")
-        super().__init__(
-            model,
-            base_url=url,
-            provider=provider,
-            sdk_factory=lambda: openai_client(
-                base_url=url, api_key=api_key, timeout=timeout, default_headers=default_headers
-            ),
+        endpoint = openai_endpoint(
+            base_url, api_key, provider=provider, default_headers=default_headers
         )
+        super().__init__(model, endpoint=endpoint, provider=provider, timeout=timeout)
         self.extra_body = dict(extra_body or {})
-        self._source = replay_source(url)
+        self._source = replay_source(base_url)
         self.profile = profile or profile_for(
-            provider=provider, model=model, base_url=url, api_mode=self.api_mode
+            provider=provider, model=model, base_url=base_url.rstrip("/"), api_mode=self.api_mode
         )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -109,12 +102,11 @@ class ResponsesClient(EndpointClient["_Assembly"]):
         return _Assembly(stream, self._error)
 
     async def _exchange(
-        self, client: Any, body: dict[str, Any], reader: _Assembly, *, streaming: bool
+        self, body: dict[str, Any], reader: _Assembly, *, streaming: bool
     ) -> ModelResponse:
         if not streaming:
-            return self._parsed(await openai_post_json(client, "/responses", body))
-        events = openai_post_stream(client, "/responses", body)
-        async with aclosing(events):
+            return self._parsed(await self._post("/responses", body))
+        async with self._events("/responses", body) as events:
             async for event in events:
                 reader.feed(event)
                 if reader.final is not None:

@@ -1,0 +1,246 @@
+"""The HTTP layer every model call goes through: one shared pool per event loop, on httpx2.
+
+Why these choices (numbers in README "Performance", from ``bench/transport.py``):
+
+* One pool per event loop, shared by every agent and endpoint client on it: connections are
+  reused across agents, and a process with many agents keeps one TLS context, not one each.
+* ``http://`` gets a client that never touches TLS (no CA bundle is loaded for local servers);
+  ``https://`` gets the process's one verified context and HTTP/2 where the server offers it
+  (ALPN). Proxies come from the environment (``HTTPS_PROXY``, ``NO_PROXY``...).
+* A pool belongs to its loop and is closed when the loop shuts down its async generators
+  (``asyncio.run`` and the agent's own loop both do), so a loop per synchronous call neither
+  leaks connections nor prints "Event loop is closed".
+
+httpx2 is imported on the first request, not with ``import talaria``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import ssl
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import httpx2
+
+USER_AGENT = "talaria/0.1"
+MAX_ERROR_BODY = 64 * 1024
+"""Bytes of an error answer kept for the message (a proxy's HTML page can be large)."""
+
+
+class HTTPStatusError(Exception):
+    """An HTTP error answer; `classify_exception` reads its status, body and headers."""
+
+    def __init__(self, status_code: int, body: Any, headers: Mapping[str, str]) -> None:
+        super().__init__(f"HTTP {status_code}")
+        self.status_code = status_code
+        self.body = body
+        self.headers = {key.lower(): value for key, value in headers.items()}
+
+
+class BadURLError(ValueError):
+    """A base URL no request can be made to (bad port, unknown scheme): a configuration error."""
+
+
+class ConnectFailedError(OSError):
+    """Every address of the host refused or failed; one line instead of an exception group."""
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verified TLS context per process: loading the CA bundle costs tens of ms and close
+    to a megabyte, which every agent used to pay (twice) on its first turn."""
+    return ssl.create_default_context()
+
+
+class _LoopPools:
+    """The clients of one event loop: one for plain HTTP, one for HTTPS, made on first use."""
+
+    def __init__(self) -> None:
+        self.clients: dict[bool, httpx2.AsyncClient] = {}
+        self.lifetime: AsyncGenerator[None, None] | None = None
+
+    def client(self, secure: bool) -> httpx2.AsyncClient:
+        if secure not in self.clients:
+            self.clients[secure] = _new_client(secure)
+        return self.clients[secure]
+
+    async def aclose(self) -> None:
+        clients, self.clients = list(self.clients.values()), {}
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+
+
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPools] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _new_client(secure: bool) -> httpx2.AsyncClient:
+    import httpx2
+
+    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=100)
+    if secure:
+        return httpx2.AsyncClient(verify=shared_ssl_context(), http2=_has_h2(), limits=limits)
+    return httpx2.AsyncClient(verify=False, limits=limits)
+
+
+@functools.cache
+def _has_h2() -> bool:
+    try:
+        import h2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+async def _lifetime(pools: _LoopPools) -> AsyncGenerator[None, None]:
+    """Suspended for the loop's life; the loop's async-generator shutdown closes the pool."""
+    try:
+        yield
+    finally:
+        await pools.aclose()
+
+
+async def pool_for(url: str) -> httpx2.AsyncClient:
+    """The running loop's shared client for ``url``'s scheme."""
+    loop = asyncio.get_running_loop()
+    pools = _POOLS.get(loop)
+    if pools is None:
+        pools = _POOLS[loop] = _LoopPools()
+        pools.lifetime = _lifetime(pools)
+        await pools.lifetime.__anext__()  # registers it with this loop's shutdown
+    return pools.client(url[:6].lower() == "https:")
+
+
+async def close_pool() -> None:
+    """Close the running loop's pool now (e.g. before the loop is closed by hand)."""
+    pools = _POOLS.pop(asyncio.get_running_loop(), None)
+    if pools is not None and pools.lifetime is not None:
+        await pools.lifetime.aclose()
+
+
+def timeout(seconds: float) -> httpx2.Timeout:
+    """The per-request limit: ``seconds`` for connecting, each read, each write and the pool.
+    The stream's first-byte and idle limits are the caller's watchdog (resilience/caller.py)."""
+    import httpx2
+
+    return httpx2.Timeout(seconds)
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@contextlib.asynccontextmanager
+async def post_json(
+    url: str,
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    *,
+    seconds: float = 600.0,
+    params: Mapping[str, str] | None = None,
+) -> AsyncIterator[httpx2.Response]:
+    """POST ``body`` as JSON and hold the answer open (streamed); an error status raises
+    `HTTPStatusError`. The response is closed on exit, early exit and cancellation."""
+    client = await pool_for(url)
+    request = _request(client, "POST", url, headers, _encode(body), params, seconds)
+    response = await _send(client, request)
+    try:
+        if response.status_code >= 400:
+            raise await _status_error(response)
+        yield response
+    finally:
+        await response.aclose()
+
+
+async def post_json_answer(
+    url: str,
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    *,
+    seconds: float = 600.0,
+    params: Mapping[str, str] | None = None,
+) -> Any:
+    """POST and return the decoded JSON answer (the text when the server did not send JSON)."""
+    async with post_json(url, body, headers, seconds=seconds, params=params) as response:
+        return _decoded(await response.aread())
+
+
+async def get_json(url: str, headers: Mapping[str, str], *, seconds: float) -> Any:
+    """GET and return the decoded JSON answer; an error status raises `HTTPStatusError`."""
+    client = await pool_for(url)
+    request = _request(client, "GET", url, headers, None, None, seconds)
+    response = await _send(client, request)
+    try:
+        if response.status_code >= 400:
+            raise await _status_error(response)
+        return _decoded(await response.aread())
+    finally:
+        await response.aclose()
+
+
+def _request(
+    client: httpx2.AsyncClient,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    content: bytes | None,
+    params: Mapping[str, str] | None,
+    seconds: float,
+) -> httpx2.Request:
+    import httpx2
+
+    try:
+        urlsplit(url).port  # noqa: B018 (raises for a port out of range)
+    except ValueError as exc:
+        raise BadURLError(f"bad URL {url!r}: {exc}") from exc
+    sent = {"User-Agent": USER_AGENT, "Accept": "application/json", **headers}
+    if content is not None:
+        sent["Content-Type"] = "application/json"
+    try:
+        return client.build_request(
+            method, url, content=content, headers=sent, params=params, timeout=timeout(seconds)
+        )
+    except httpx2.InvalidURL as exc:
+        raise BadURLError(f"bad URL {url!r}: {exc}") from exc
+
+
+async def _send(client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.Response:
+    """Send, holding the answer open. A failed connect names the host it tried, and trying
+    several addresses that all fail (happy eyeballs) is one error, not an exception group."""
+    import httpx2
+
+    where = f"cannot connect to {request.url.host}:{request.url.port or request.url.scheme}"
+    try:
+        return await client.send(request, stream=True)
+    except httpx2.ConnectError as exc:
+        raise ConnectFailedError(f"{where}: {exc}") from exc
+    except ExceptionGroup as group:
+        reasons = dict.fromkeys(str(exc) or type(exc).__name__ for exc in group.exceptions)
+        raise ConnectFailedError(f"{where}: {'; '.join(reasons)}") from group
+
+
+async def _status_error(response: httpx2.Response) -> HTTPStatusError:
+    raw = b""
+    with contextlib.suppress(Exception):
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) >= MAX_ERROR_BODY:
+                break
+    return HTTPStatusError(response.status_code, _decoded(raw), response.headers)
+
+
+def _decoded(raw: bytes) -> Any:
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

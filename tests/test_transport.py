@@ -1,0 +1,279 @@
+"""talaria's own HTTP transport: the shared pool, the SSE reader, per-provider auth, errors.
+
+Real parts throughout: the scripted provider is a real HTTP server, agents run in real
+subprocesses where the process's state (imported modules, open sockets, warnings) is the
+thing under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from helpers import MODES
+from talaria.providers.base import ModelRequest
+from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.transport.sse import Event, events, json_events
+from talaria.providers.wire.anthropic_messages import AnthropicMessagesClient
+from talaria.providers.wire.chat_completions import ChatCompletionsClient
+from talaria.testing import Fail, Reply, ScriptedProvider
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO / 'tests'}"}
+    return subprocess.run(
+        [sys.executable, *args, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _request() -> ModelRequest:
+    return ModelRequest(messages=[{"role": "user", "content": "hi"}])
+
+
+class _Null:
+    def text(self, delta: str) -> None: ...
+    def reasoning(self, delta: str) -> None: ...
+    def tool_call(self, index: int, call_id: str, name: str) -> None: ...
+    def tool_arguments(self, index: int, delta: str) -> None: ...
+
+
+# ---- the runtime path has no SDK on it --------------------------------------------------
+
+
+def test_a_first_turn_in_each_wire_api_imports_no_sdk(tmp_path: Path) -> None:
+    code = f"""
+import sys, talaria
+from talaria.testing import ScriptedProvider, Reply
+from helpers import scripted_agent
+with ScriptedProvider([Reply(text="a"), Reply(text="b"), Reply(text="c")]) as server:
+    for mode in {MODES!r}:
+        with scripted_agent(server, __import__("pathlib").Path({str(tmp_path)!r}), mode) as agent:
+            print(agent.chat("hi"))
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("openai", "anthropic", "httpx")))
+"""
+    out = _python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["a", "b", "c", "[]"]
+
+
+# ---- one pool per loop, cleaned up with the loop -----------------------------------------
+
+
+def test_agents_on_one_loop_share_connections(tmp_path: Path) -> None:
+    """Twenty agents, one after another on one loop, reuse one keep-alive connection."""
+    code = f"""
+import asyncio, os, pathlib
+from talaria.testing import ScriptedProvider, Reply
+from helpers import scripted_agent
+
+def sockets():
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{{fd}}").startswith("socket:")
+        except OSError:  # the listing's own descriptor
+            pass
+    return count
+
+async def main(server):
+    for n in range(20):
+        agent = scripted_agent(server, pathlib.Path({str(tmp_path)!r}))
+        await agent.achat("hi")
+        await agent.aclose()
+    return sockets()
+
+with ScriptedProvider([Reply(text=str(n)) for n in range(20)]) as server:
+    before = sockets()
+    print(asyncio.run(main(server)) - before)
+"""
+    out = _python(code)
+    assert out.returncode == 0, out.stderr
+    # the server side of the connection lives in this process too: 2 sockets for 1 connection
+    assert int(out.stdout.strip()) <= 2
+
+
+def test_sync_turns_and_dropped_agents_leave_no_warnings(tmp_path: Path) -> None:
+    """A loop per synchronous agent, agents dropped without close(): nothing is printed."""
+    code = f"""
+import gc, pathlib
+from talaria.testing import ScriptedProvider, Reply
+from helpers import scripted_agent
+with ScriptedProvider([Reply(text=str(n)) for n in range(6)]) as server:
+    for mode in ("chat_completions", "anthropic_messages", "codex_responses"):
+        agent = scripted_agent(server, pathlib.Path({str(tmp_path)!r}), mode)
+        agent.chat("one"); agent.chat("two")
+        del agent
+        gc.collect()
+print("done")
+"""
+    out = _python(code, "-W", "error::ResourceWarning", "-X", "dev")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done"
+    assert "Event loop is closed" not in out.stderr
+    assert "unclosed" not in out.stderr.lower()
+    assert "Task was destroyed" not in out.stderr
+
+
+# ---- bad URLs: one clear line -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "kind", "words"),
+    [
+        ("http://127.0.0.1:99999/v1", ErrorKind.CONFIG, "99999"),
+        ("http://no-such-host.invalid/v1", ErrorKind.CONNECTION, "no-such-host"),
+    ],
+)
+def test_a_bad_base_url_is_one_clear_line(
+    tmp_path: Path, url: str, kind: ErrorKind, words: str
+) -> None:
+    code = f"""
+import pathlib
+from talaria import Agent
+agent = Agent(model="m", base_url={url!r}, api_key="k", home=pathlib.Path({str(tmp_path)!r}),
+              toolsets=[], config={{"retry.max_attempts": 1}})
+result = agent.run_conversation("hi")
+print(result["turn_exit_reason"])
+print(result["error"])
+"""
+    out = _python(code)
+    assert out.returncode == 0, out.stderr
+    assert "ExceptionGroup" not in out.stdout + out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 2, out.stdout
+    assert lines[0] == f"failed:{kind.value}"
+    assert words in lines[1]
+
+
+# ---- what the providers see ----------------------------------------------------------------
+
+
+async def test_azure_gets_its_key_header_and_api_version() -> None:
+    with ScriptedProvider([Reply(text="ok")]) as server:
+        url = server.openai_base_url + "?api-version=2024-10-21"
+        client = ChatCompletionsClient("gpt", base_url=url, api_key="az-key", provider="azure")
+        answer = await client.complete(_request(), _Null())
+    sent = server.requests[0]
+    assert answer.text == "ok"
+    assert sent.path == "/v1/chat/completions?api-version=2024-10-21"
+    assert sent.headers["api-key"] == "az-key"
+    assert "authorization" not in sent.headers
+
+
+async def test_openrouter_attribution_and_configured_headers_win() -> None:
+    with ScriptedProvider([Reply(text="ok")]) as server:
+        client = ChatCompletionsClient(
+            "m",
+            base_url=server.openai_base_url,
+            api_key="or-key",
+            provider="openrouter",
+            default_headers={"HTTP-Referer": "https://example.org", "X-Title": "mine"},
+        )
+        await client.complete(_request(), _Null())
+    sent = server.requests[0].headers
+    assert sent["authorization"] == "Bearer or-key"
+    assert (sent["http-referer"], sent["x-title"]) == ("https://example.org", "mine")
+    assert sent["user-agent"].startswith("talaria/")
+
+
+async def test_anthropic_gets_its_key_and_version_headers() -> None:
+    with ScriptedProvider([Reply(text="ok")]) as server:
+        client = AnthropicMessagesClient("claude", base_url=server.anthropic_base_url, api_key="k")
+        await client.complete(_request(), _Null())
+    sent = server.requests[0].headers
+    assert sent["x-api-key"] == "k"
+    assert sent["anthropic-version"]
+
+
+async def test_an_http_error_keeps_status_body_and_retry_after() -> None:
+    with ScriptedProvider([Fail(503, "busy, come back", headers={"retry-after-ms": "1500"})]) as s:
+        client = ChatCompletionsClient("m", base_url=s.openai_base_url, api_key="k")
+        with pytest.raises(ProviderError) as caught:
+            await client.complete(_request(), _Null())
+    error = caught.value
+    assert (error.kind, error.status, error.retry_after) == (ErrorKind.SERVER, 503, 1.5)
+    assert "busy, come back" in error.message
+
+
+# ---- the SSE reader ------------------------------------------------------------------------
+
+
+async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+async def _events(*parts: bytes) -> list[Event]:
+    return [event async for event in events(_chunks(*parts))]
+
+
+async def test_sse_multi_line_data_comments_names_and_split_line_endings() -> None:
+    found = await _events(
+        b": keep-alive\r\n",
+        b"event: message_start\r",
+        b'\ndata: {"a":\r\ndata:  1}\r\n\r\n',
+        b"data: second\n\n",
+        b"data: last without blank line",
+    )
+    assert found == [
+        Event("message_start", '{"a":\n 1}'),
+        Event("", "second"),
+        Event("", "last without blank line"),
+    ]
+
+
+async def test_sse_json_events_stop_at_done_and_raise_on_error_events() -> None:
+    done = [e async for e in json_events(_chunks(b'data: {"x": 1}\n\ndata: [DONE]\n\n'))]
+    assert done == [{"x": 1}]
+    stream = json_events(_chunks(b'data: {"error": {"message": "overloaded", "code": 529}}\n\n'))
+    with pytest.raises(Exception) as caught:
+        await anext(stream)
+    assert getattr(caught.value, "body", None) == {"error": {"message": "overloaded", "code": 529}}
+
+
+def test_the_sse_reader_is_what_classify_expects() -> None:
+    """An error event mid-stream becomes a retryable ProviderError that knows output started."""
+    from talaria.providers.resilience.classify import classify_exception
+    from talaria.providers.transport.sse import StreamErrorEvent
+
+    event = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    error = classify_exception(
+        StreamErrorEvent(event), provider="p", model="m", output_started=True
+    )
+    assert (error.kind, error.message, error.output_started) == (
+        ErrorKind.OVERLOADED,
+        "Overloaded",
+        True,
+    )
+
+
+def test_cancelling_a_stream_closes_its_response() -> None:
+    """A cancelled call leaves no half-read response: the next call on the loop works."""
+    from talaria.testing import Stall
+
+    async def main(server: ScriptedProvider) -> str | None:
+        client = ChatCompletionsClient("m", base_url=server.openai_base_url, api_key="k")
+        call = asyncio.create_task(client.complete(_request(), _Null()))
+        while not server.requests:
+            await asyncio.sleep(0.01)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        return (await client.complete(_request(), _Null())).text
+
+    script = [Stall(Reply(text="slow answer"), seconds=30, after_chunks=1), Reply(text="next")]
+    with ScriptedProvider(script) as server:
+        assert asyncio.run(main(server)) == "next"
