@@ -48,6 +48,8 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
         "session_search",
         "telemetry_overhead",
         "run_all",
+        "transport",
+        "first_request",
     ],
 )
 def test_every_bench_module_imports_without_side_effects(name: str) -> None:
@@ -98,6 +100,19 @@ def test_loop_bench_runs_talaria_through_every_planned_step(tmp_path: Path) -> N
     turns = saved["notes"]["talaria turns"]
     assert any("steps=4" in t and "api_calls=4 messages=8 final='done'" in t for t in turns)
     assert any("steps=2" in t and "api_calls=2 messages=4 final='done'" in t for t in turns)
+
+
+def test_transport_bench_runs_every_client_through_the_loop(tmp_path: Path) -> None:
+    rows = bench("transport").run(steps=3, reps=1)
+    names = [row.metric for row in rows]
+    assert names == [
+        "raw asyncio (floor), per step",
+        "httpx 0.28, per step",
+        "httpx2, per step",
+        "talaria transport, per step",
+    ]
+    assert all(isinstance(row.talaria, float) and row.talaria > 0 for row in rows)
+    assert results(tmp_path, "transport")["rows"][3]["metric"] == names[3]
 
 
 def test_a_turn_that_stops_early_is_refused_not_reported() -> None:
