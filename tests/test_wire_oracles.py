@@ -34,7 +34,10 @@ ADD = {
         },
     },
 }
-PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQ"
+    + "GAhKmMIQAAAABJRU5ErkJggg=="
+)
 FIRST = Reply(reasoning="the user wants a sum", tool_calls=[ScriptedCall("add", {"a": 2, "b": 3})])
 SECOND = Reply(text="2 + 3 is 5, as the tool said.")
 
@@ -106,7 +109,7 @@ def _plain(value: Any) -> Any:
     """The validated value as plain data; lazy iterables are consumed (which validates them)."""
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, Iterator) or isinstance(value, (list, tuple)):
+    if isinstance(value, (Iterator, list, tuple)):
         return [_plain(item) for item in value]
     return value
 
@@ -162,8 +165,8 @@ async def _sdk_read(server: ScriptedProvider, mode: str, body: dict[str, Any]) -
         async with oai.responses.stream(**_without(body, "stream")) as events:
             response = await events.get_final_response()
         await oai.close()
-        calls = [(i.name, json.loads(i.arguments)) for i in response.output if i.type == "function_call"]
-        return response.output_text, calls
+        items = [item for item in response.output if item.type == "function_call"]
+        return response.output_text, [(i.name, json.loads(i.arguments)) for i in items]
     async with oai.chat.completions.stream(**_without(body, "stream")) as chunks:
         completion = await chunks.get_final_completion()
     await oai.close()
