@@ -303,3 +303,18 @@ def report(name: str, title: str, rows: Sequence[Row], notes: dict[str, Any]) ->
     shown = path.relative_to(BENCH_DIR.parent) if path.is_relative_to(BENCH_DIR.parent) else path
     print(f"(results: {shown})\n")
     return table
+
+
+def first_tool_call(lines: Any) -> dict[str, Any] | None:
+    """The first tool call in an SSE chat stream, or None when the model answered in text."""
+    call: dict[str, Any] | None = None
+    for line in lines:
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        for choice in json.loads(line[6:]).get("choices") or []:
+            for delta in choice.get("delta", {}).get("tool_calls") or []:
+                if call is None:
+                    call = {"id": delta["id"], "type": "function",
+                            "function": {"name": delta["function"]["name"], "arguments": ""}}
+                call["function"]["arguments"] += delta["function"].get("arguments") or ""
+    return call

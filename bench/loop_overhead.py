@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ from common import (
     ReferenceUnavailable,
     Row,
     check_turns,
+    first_tool_call,
     median,
     report,
     run_reference,
@@ -119,26 +119,11 @@ def _floor_turn(client: Any, length: int) -> None:
     while True:
         body = {"model": MODEL, "messages": messages, "stream": True, "tools": tools}
         with client.stream("POST", "/chat/completions", json=body) as response:
-            call = _read_stream(response.iter_lines())
+            call = first_tool_call(response.iter_lines())
         if call is None:
             return
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
-
-
-def _read_stream(lines: Any) -> dict[str, Any] | None:
-    """The first tool call in an SSE chat stream, or None when the model answered in text."""
-    call: dict[str, Any] | None = None
-    for line in lines:
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        for choice in json.loads(line[6:]).get("choices") or []:
-            for delta in choice.get("delta", {}).get("tool_calls") or []:
-                if call is None:
-                    call = {"id": delta["id"], "type": "function",
-                            "function": {"name": delta["function"]["name"], "arguments": ""}}
-                call["function"]["arguments"] += delta["function"].get("arguments") or ""
-    return call
 
 
 def marginal_step(turns: list[dict[str, Any]], steps: int) -> float:

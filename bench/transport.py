@@ -19,7 +19,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from common import MODEL, NOOP_SCHEMA, ProviderProcess, Row, median, report, tool_loop_plan
+from common import (
+    MODEL,
+    NOOP_SCHEMA,
+    ProviderProcess,
+    Row,
+    first_tool_call,
+    median,
+    report,
+    tool_loop_plan,
+)
 
 Post = Callable[[dict[str, Any]], AsyncIterator[bytes]]
 """Send one body, yield the answer's raw SSE lines."""
@@ -36,25 +45,11 @@ async def _turn(post: Post, steps: int) -> int:
     while True:
         body = {"model": MODEL, "messages": messages, "stream": True, "tools": tools}
         calls += 1
-        call = await _tool_call(post(body))
+        call = first_tool_call([line.decode() async for line in post(body)])
         if call is None:
             return calls
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
-
-
-async def _tool_call(lines: AsyncIterator[bytes]) -> dict[str, Any] | None:
-    call: dict[str, Any] | None = None
-    async for line in lines:
-        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
-            continue
-        for choice in json.loads(line[6:]).get("choices") or []:
-            for delta in choice.get("delta", {}).get("tool_calls") or []:
-                if call is None:
-                    call = {"id": delta["id"], "type": "function",
-                            "function": {"name": delta["function"]["name"], "arguments": ""}}
-                call["function"]["arguments"] += delta["function"].get("arguments") or ""
-    return call
 
 
 def _encode(body: dict[str, Any]) -> bytes:

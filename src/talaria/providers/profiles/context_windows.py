@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -121,11 +120,11 @@ async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) 
         models_url = f"{endpoint.base_url}/models"
     headers = endpoint.headers
     llama, slots, lmstudio, ollama, listed = await asyncio.gather(
-        _get(f"{root}/props", headers),
-        _get(f"{root}/slots", headers),
-        _get(f"{root}/api/v0/models", headers),
-        _post(f"{root}/api/show", {"model": model}, headers),
-        _get(models_url, headers),
+        _ask(f"{root}/props", headers),
+        _ask(f"{root}/slots", headers),
+        _ask(f"{root}/api/v0/models", headers),
+        _ask(f"{root}/api/show", headers, {"model": model}),
+        _ask(models_url, headers),
     )
     found = (
         _llama_props(llama),
@@ -146,22 +145,14 @@ def _server_root(base_url: str, api_mode: str) -> str:
     return root
 
 
-async def _get(url: str, headers: dict[str, str]) -> Any:
+async def _ask(url: str, headers: dict[str, str], body: dict[str, Any] | None = None) -> Any:
+    """The JSON answer to a GET (a POST of ``body``), or None for any failure: a server that
+    is not this kind, a bad URL."""
     from talaria.providers.transport import http
 
-    return await _quietly(http.get_json(url, headers, seconds=PROBE_SECONDS))
-
-
-async def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
-    from talaria.providers.transport import http
-
-    return await _quietly(http.post_json_answer(url, body, headers, seconds=PROBE_SECONDS))
-
-
-async def _quietly(pending: Coroutine[Any, Any, Any]) -> Any:
-    """The JSON answer, or None for any failure (a server that is not this kind, a bad URL)."""
+    method = "GET" if body is None else "POST"
     try:
-        return await pending
+        return await http.json_answer(method, url, headers, body=body, seconds=PROBE_SECONDS)
     except Exception:
         return None
 

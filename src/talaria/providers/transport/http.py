@@ -140,18 +140,20 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def post_json(
+async def opened(
+    method: str,
     url: str,
-    body: dict[str, Any],
     headers: Mapping[str, str],
     *,
+    body: dict[str, Any] | None = None,
     seconds: float = 600.0,
     params: Mapping[str, str] | None = None,
 ) -> AsyncIterator[httpx2.Response]:
-    """POST ``body`` as JSON and hold the answer open (streamed); an error status raises
+    """Send (``body`` as JSON) and hold the answer open for streaming; an error status raises
     `HTTPStatusError`. The response is closed on exit, early exit and cancellation."""
     client = await pool_for(url)
-    request = _request(client, "POST", url, headers, _encode(body), params, seconds)
+    content = None if body is None else _encode(body)
+    request = _request(client, method, url, headers, content, params, seconds)
     response = await _send(client, request)
     try:
         if response.status_code >= 400:
@@ -161,30 +163,23 @@ async def post_json(
         await response.aclose()
 
 
-async def post_json_answer(
+def post_json(
     url: str,
     body: dict[str, Any],
     headers: Mapping[str, str],
     *,
     seconds: float = 600.0,
     params: Mapping[str, str] | None = None,
-) -> Any:
-    """POST and return the decoded JSON answer (the text when the server did not send JSON)."""
-    async with post_json(url, body, headers, seconds=seconds, params=params) as response:
-        return _decoded(await response.aread())
+) -> contextlib.AbstractAsyncContextManager[httpx2.Response]:
+    """`opened` for a POST of ``body``: the streamed answer."""
+    return opened("POST", url, headers, body=body, seconds=seconds, params=params)
 
 
-async def get_json(url: str, headers: Mapping[str, str], *, seconds: float) -> Any:
-    """GET and return the decoded JSON answer; an error status raises `HTTPStatusError`."""
-    client = await pool_for(url)
-    request = _request(client, "GET", url, headers, None, None, seconds)
-    response = await _send(client, request)
-    try:
-        if response.status_code >= 400:
-            raise await _status_error(response)
-        return _decoded(await response.aread())
-    finally:
-        await response.aclose()
+async def json_answer(method: str, url: str, headers: Mapping[str, str], **options: Any) -> Any:
+    """The decoded JSON answer (its text when the server did not send JSON); ``options`` (body,
+    seconds, params) as for `opened`."""
+    async with opened(method, url, headers, **options) as answer:
+        return _decoded(await answer.aread())
 
 
 def _request(

@@ -73,10 +73,11 @@ class EndpointClient(ABC, Generic[R]):
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         """POST ``body`` to ``path`` and return the decoded JSON answer."""
-        return await http.post_json_answer(
+        return await http.json_answer(
+            "POST",
             self.endpoint.url(path),
-            body,
             self.endpoint.headers,
+            body=body,
             seconds=self.timeout,
             params=self.endpoint.params,
         )
