@@ -11,8 +11,9 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -277,3 +278,164 @@ def test_cancelling_a_stream_closes_its_response() -> None:
     script = [Stall(Reply(text="slow answer"), seconds=30, after_chunks=1), Reply(text="next")]
     with ScriptedProvider(script) as server:
         assert asyncio.run(main(server)) == "next"
+
+
+# ---- proxies from the environment ---------------------------------------------------------
+
+
+CANNED_STREAM = (
+    b'data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+    b'"delta":{"role":"assistant","content":"canned"},"finish_reason":null}]}\n\n'
+    b'data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
+    b'"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+)
+
+
+@pytest.fixture
+def forward_proxy() -> Iterator[list[str]]:
+    """An HTTP forward proxy that answers every request itself; it records the request
+    targets it was asked for (absolute URLs when a client goes through a proxy)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(CANNED_STREAM)))
+            self.end_headers()
+            self.wfile.write(CANNED_STREAM)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    seen.append(f"http://127.0.0.1:{httpd.server_address[1]}")
+    yield seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_http_proxy_and_no_proxy_from_the_environment(
+    forward_proxy: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = forward_proxy.pop()
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    for name in ("http_proxy", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def ask(url: str) -> str | None:
+        client = ChatCompletionsClient("m", base_url=url, api_key="k")
+        return (await client.complete(_request(), _Null())).text
+
+    assert asyncio.run(ask("http://models.example/v1")) == "canned"
+    assert forward_proxy == ["http://models.example/v1/chat/completions"]
+    with ScriptedProvider([Reply(text="direct")]) as server:
+        assert asyncio.run(ask(server.openai_base_url)) == "direct"
+    assert len(forward_proxy) == 1
+
+
+# ---- HTTP/2 over TLS, negotiated by ALPN --------------------------------------------------
+
+
+@pytest.fixture
+def h2_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
+    """An HTTPS server that speaks HTTP/2 when the client offers it (self-signed certificate
+    for 127.0.0.1); it records the protocol each connection chose."""
+    import shutil
+    import socket
+    import ssl
+    import threading
+
+    if shutil.which("openssl") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("openssl is required for the HTTP/2 test (apt-get install openssl)")
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    listener = socket.create_server(("127.0.0.1", 0))
+    chosen: list[str] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            with context.wrap_socket(raw, server_side=True) as tls:
+                chosen.append(tls.selected_alpn_protocol() or "")
+                if chosen[-1] == "h2":
+                    _answer_h2(tls)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"https://127.0.0.1:{listener.getsockname()[1]}/v1", cert, chosen
+    listener.close()
+    thread.join(5)
+
+
+def _answer_h2(tls: Any) -> None:
+    """Answer every HTTP/2 request on one connection with the canned chat stream."""
+    from h2.config import H2Configuration
+    from h2.connection import H2Connection
+    from h2.events import DataReceived, StreamEnded
+
+    connection = H2Connection(config=H2Configuration(client_side=False))
+    connection.initiate_connection()
+    tls.sendall(connection.data_to_send())
+    while data := tls.recv(65535):
+        for event in connection.receive_data(data):
+            if isinstance(event, DataReceived):
+                connection.acknowledge_received_data(len(event.data), event.stream_id)
+            if isinstance(event, StreamEnded):
+                headers = [(":status", "200"), ("content-type", "text/event-stream")]
+                connection.send_headers(event.stream_id, headers)
+                connection.send_data(event.stream_id, CANNED_STREAM, end_stream=True)
+        tls.sendall(connection.data_to_send())
+
+
+def test_https_speaks_http2_when_the_server_offers_it(
+    h2_server: tuple[str, Path, list[str]],
+) -> None:
+    url, cert, chosen = h2_server
+    code = f"""
+import asyncio
+from talaria.providers.base import ModelRequest
+from talaria.providers.wire.chat_completions import ChatCompletionsClient
+class Null:
+    def text(self, d): pass
+    def reasoning(self, d): pass
+    def tool_call(self, i, c, n): pass
+    def tool_arguments(self, i, d): pass
+async def main():
+    client = ChatCompletionsClient("m", base_url={url!r}, api_key="k")
+    request = ModelRequest(messages=[{{"role": "user", "content": "hi"}}])
+    return [(await client.complete(request, Null())).text for _ in range(2)]
+print(asyncio.run(main()))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(REPO / "src"), "SSL_CERT_FILE": str(cert)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['canned', 'canned']"
+    assert chosen == ["h2"], "two calls, one HTTP/2 connection"
