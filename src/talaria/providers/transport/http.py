@@ -102,10 +102,12 @@ def _has_h2() -> bool:
 
 
 async def _lifetime(pools: _LoopPools) -> AsyncGenerator[None, None]:
-    """Suspended for the loop's life; the loop's async-generator shutdown closes the pool."""
+    """Suspended for the loop's life; the loop's async-generator shutdown closes the pool (and
+    forgets it: a loop used again after that starts a new one)."""
     try:
         yield
     finally:
+        _POOLS.pop(asyncio.get_running_loop(), None)
         await pools.aclose()
 
 
