@@ -4,7 +4,9 @@ Each client posts the growing Chat Completions history to the scripted provider 
 process, zero delay), reads the SSE answer and appends the tool call and its result, like an
 agent's loop without the agent. Clients: httpx 0.28, httpx2, talaria's own transport (on
 whichever library it uses) and a raw asyncio floor (hand-written HTTP/1.1 on one keep-alive
-socket: the least any client can cost on this machine). Median of interleaved rounds.
+socket: the least any client can cost on this machine). Median of interleaved rounds, in
+wall time and in this process's CPU time (the client's own cost; on a busy machine CPU time
+moves far less than wall time).
 
 Run: python bench/transport.py [--steps 40] [--reps 7]
 """
@@ -132,19 +134,20 @@ def _clients() -> dict[str, Callable[[str], tuple[Post, Callable[[], Awaitable[N
     }
 
 
-async def _measure(url: str, steps: int, reps: int) -> dict[str, list[float]]:
-    """Seconds per step for each client, rounds interleaved so drift hits all alike."""
+async def _measure(url: str, steps: int, reps: int) -> dict[str, list[tuple[float, float]]]:
+    """(wall, CPU) seconds per step for each client, rounds interleaved so drift hits all."""
     made = {name: factory(url) for name, factory in _clients().items()}
-    per_step: dict[str, list[float]] = {name: [] for name in made}
+    per_step: dict[str, list[tuple[float, float]]] = {name: [] for name in made}
     for post, _ in made.values():
         await _turn(post, 2)  # connect and warm up
     for _ in range(reps):
         for name, (post, _) in made.items():
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             calls = await _turn(post, steps)
             if calls != steps:
                 raise RuntimeError(f"{name}: {calls} model calls, planned {steps}")
-            per_step[name].append((time.perf_counter() - start) / steps)
+            wall, used = time.perf_counter() - start, time.process_time() - cpu
+            per_step[name].append((wall / steps, used / steps))
     for _, close in made.values():
         await close()
     return per_step
@@ -153,9 +156,11 @@ async def _measure(url: str, steps: int, reps: int) -> dict[str, list[float]]:
 def run(steps: int = 40, reps: int = 7) -> list[Row]:
     with ProviderProcess(tool_loop_plan(steps)) as provider:
         per_step = asyncio.run(_measure(provider.url, steps, reps))
-    floor = median(per_step["raw asyncio (floor)"])
-    rows = [Row(f"{name}, per step", median(times), None, floor)
-            for name, times in per_step.items()]
+    floor = per_step["raw asyncio (floor)"]
+    rows = [Row(f"{name}, per step", median([w for w, _ in times]), None,
+                median([w for w, _ in floor])) for name, times in per_step.items()]
+    rows += [Row(f"{name}, CPU per step", median([c for _, c in times]), None,
+                 median([c for _, c in floor])) for name, times in per_step.items()]
     report("transport", f"HTTP client per step ({steps}-step streamed tool loop)", rows,
            {"steps": steps, "reps": reps})
     return rows
