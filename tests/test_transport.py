@@ -40,6 +40,20 @@ def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+SOCKETS = """
+import os
+def sockets():
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:  # the listing's own descriptor
+            pass
+    return count
+"""
+"""Open sockets of the running process (pasted into the subprocess scripts)."""
+
+
 def _request() -> ModelRequest:
     return ModelRequest(messages=[{"role": "user", "content": "hi"}])
 
@@ -76,18 +90,10 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("openai", "anthropic"
 def test_agents_on_one_loop_share_connections(tmp_path: Path) -> None:
     """Twenty agents, one after another on one loop, reuse one keep-alive connection."""
     code = f"""
-import asyncio, os, pathlib
+import asyncio, pathlib
 from talaria.testing import ScriptedProvider, Reply
 from helpers import scripted_agent
-
-def sockets():
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{{fd}}").startswith("socket:")
-        except OSError:  # the listing's own descriptor
-            pass
-    return count
+{SOCKETS}
 
 async def main(server):
     for n in range(20):
@@ -107,22 +113,34 @@ with ScriptedProvider([Reply(text=str(n)) for n in range(20)]) as server:
 
 
 def test_sync_turns_and_dropped_agents_leave_no_warnings(tmp_path: Path) -> None:
-    """A loop per synchronous agent, agents dropped without close(): nothing is printed."""
+    """A loop per synchronous agent, an `asyncio.run` per async turn, agents dropped without
+    close(): nothing is printed, not even in development mode, and no socket stays open."""
     code = f"""
-import gc, pathlib
+import asyncio, gc, pathlib, time
 from talaria.testing import ScriptedProvider, Reply
 from helpers import scripted_agent
-with ScriptedProvider([Reply(text=str(n)) for n in range(6)]) as server:
+{SOCKETS}
+home = pathlib.Path({str(tmp_path)!r})
+with ScriptedProvider([Reply(text=str(n)) for n in range(8)]) as server:
+    before = sockets()
     for mode in ("chat_completions", "anthropic_messages", "codex_responses"):
-        agent = scripted_agent(server, pathlib.Path({str(tmp_path)!r}), mode)
+        agent = scripted_agent(server, home, mode)
         agent.chat("one"); agent.chat("two")
         del agent
         gc.collect()
-print("done")
+    for _ in range(2):  # async use, one asyncio.run each, never closed
+        agent = scripted_agent(server, home)
+        asyncio.run(agent.achat("hi"))
+        del agent
+        gc.collect()
+    deadline = time.monotonic() + 5
+    while sockets() > before and time.monotonic() < deadline:
+        time.sleep(0.02)  # the server's side closes once it reads the client's close
+    print(sockets() - before)
 """
     out = _python(code, "-W", "error::ResourceWarning", "-X", "dev")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "done"
+    assert out.stdout.strip() == "0"
     assert "Event loop is closed" not in out.stderr
     assert "unclosed" not in out.stderr.lower()
     assert "Task was destroyed" not in out.stderr
