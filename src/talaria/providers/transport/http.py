@@ -122,21 +122,6 @@ async def pool_for(url: str) -> httpx2.AsyncClient:
     return pools.client(url[:6].lower() == "https:")
 
 
-async def close_pool() -> None:
-    """Close the running loop's pool now (e.g. before the loop is closed by hand)."""
-    pools = _POOLS.pop(asyncio.get_running_loop(), None)
-    if pools is not None and pools.lifetime is not None:
-        await pools.lifetime.aclose()
-
-
-def timeout(seconds: float) -> httpx2.Timeout:
-    """The per-request limit: ``seconds`` for connecting, each read, each write and the pool.
-    The stream's first-byte and idle limits are the caller's watchdog (resilience/caller.py)."""
-    import httpx2
-
-    return httpx2.Timeout(seconds)
-
-
 def _encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -204,7 +189,7 @@ def _request(
         sent["Content-Type"] = "application/json"
     try:
         return client.build_request(
-            method, url, content=content, headers=sent, params=params, timeout=timeout(seconds)
+            method, url, content=content, headers=sent, params=params, timeout=seconds
         )
     except httpx2.InvalidURL as exc:
         raise BadURLError(f"bad URL {url!r}: {exc}") from exc
