@@ -47,7 +47,7 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
         super().__init__(model, endpoint=endpoint, provider=provider, timeout=timeout)
         self.max_tokens_default = max_tokens_default
         self.thinking = thinking
-        self._source = replay_source(endpoint.base_url)
+        self._source = replay_source(base_url)
         self.profile = profile or profile_for(
             provider=provider, model=model, base_url=endpoint.base_url, api_mode=self.api_mode
         )
