@@ -275,22 +275,27 @@ def test_one_call_at_a_time_on_the_anthropic_wire(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("profiles", "named"),
+    ("facts", "named"),
     [
-        ({"gpt-4.1": {"supports_tool_choise": False}}, "'supports_tool_choise'"),
-        ({"gpt-4.1": {"output_limit_field": "max_toks"}}, "output_limit_field: found 'max_toks'"),
-        ({"gpt-4.1": {"cache_markers": "yes"}}, "cache_markers: found 'yes', expected true"),
-        ({"gpt-4.1": ["cache_markers"]}, "gpt-4.1: expected a mapping"),
+        (
+            {"supports_tool_choise": False},
+            "gpt-4.1.supports_tool_choise: unknown profile fact (did you mean supports_tool_ch",
+        ),
+        (
+            {"output_limit_field": "max_toks"},
+            "gpt-4.1.output_limit_field: found 'max_toks', expected max_tokens | max_completion",
+        ),
+        ({"cache_markers": "yes"}, "gpt-4.1.cache_markers: found 'yes', expected true or false"),
+        (["cache_markers"], "gpt-4.1: found ['cache_markers'], expected a mapping"),
     ],
 )
-def test_a_bad_override_is_one_error_naming_the_key(
-    tmp_path: Path, profiles: dict[str, Any], named: str
-) -> None:
-    with pytest.raises(ConfigError, match="profiles: ") as caught:
-        Agent(model="gpt-4.1", api_key="k", home=tmp_path, config={"profiles": profiles})
-    assert named in str(caught.value) and "\n" not in str(caught.value)
-    with pytest.raises(ProviderError, match="profile override: "):
-        profile_for(provider="openai", model="gpt-4.1", overrides=profiles["gpt-4.1"])
+def test_a_bad_override_is_one_error_naming_the_key(tmp_path: Path, facts: Any, named: str) -> None:
+    profiles = {"claude*": {"stream_usage": False}, "gpt-4.1": facts}
+    with pytest.raises(ConfigError) as caught:
+        Agent(model="o3", api_key="k", home=tmp_path, config={"profiles": profiles})
+    assert f"profiles.{named}" in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(ProviderError, match=r"config: profile[.:]"):
+        profile_for(provider="openai", model="gpt-4.1", overrides=facts)
 
 
 def test_the_cli_reads_profiles_from_the_config_file_and_refuses_a_typo(tmp_path: Path) -> None:
@@ -307,7 +312,7 @@ def test_the_cli_reads_profiles_from_the_config_file_and_refuses_a_typo(tmp_path
         (body,) = bodies_of(server)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.count("\n") == 1
-    assert f"{config}: profiles: scripted-model: unknown key 'stream_usag'" in refused.stderr
+    assert f"{config}: profiles.scripted-model.stream_usag: unknown profile fact" in refused.stderr
     assert (done.returncode, done.stdout) == (0, "fine\n")
     assert body["stream"] is True and "stream_options" not in body
 

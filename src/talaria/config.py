@@ -193,11 +193,18 @@ class Config:
             )
         if not isinstance(self.get("fallback_providers", []), list):
             raise ConfigError(f"{self.path or 'config'}: fallback_providers must be a list")
+        self._validate_profiles()
+
+    def _validate_profiles(self) -> None:
+        """The ``profiles:`` section (model-family overrides); imported only when there is one."""
+        profiles = self.get("profiles", {})
+        if profiles == {}:
+            return
         from talaria.providers.profiles.profile import profiles_problem
 
-        problem = profiles_problem(self.get("profiles", {}))
+        problem = profiles_problem(profiles)
         if problem:
-            raise ConfigError(f"{self.path or 'config'}: profiles: {problem}")
+            raise ConfigError(f"{self.path or 'config'}: {problem}")
 
     def _validate_sandbox(self) -> None:
         where = self.path or "config"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from difflib import get_close_matches
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -86,27 +87,29 @@ _CHECKS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 """What each key accepts; the keys not listed are booleans."""
 
 
-def profile_problem(overrides: Any) -> str | None:
-    """Why ``overrides`` is not a usable ``model.profile`` mapping (None when it is)."""
+def profile_problem(overrides: Any, where: str) -> str | None:
+    """Why ``overrides`` (the facts at ``where``) cannot be used, in one line; None if it can."""
     if not isinstance(overrides, Mapping):
-        return f"expected a mapping of profile facts, found {overrides!r}"
+        return f"{where}: found {overrides!r}, expected a mapping of profile facts"
     for key, value in overrides.items():
         if key not in PROFILE_KEYS:
-            return f"unknown key {key!r}; known keys: {', '.join(PROFILE_KEYS)}"
+            close = get_close_matches(str(key), PROFILE_KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return f"{where}.{key}: unknown profile fact{hint}; known: {', '.join(PROFILE_KEYS)}"
         expected, check = _CHECKS.get(key, _BOOLEAN)
         if not check(value):
-            return f"{key}: found {value!r}, expected {expected}"
+            return f"{where}.{key}: found {value!r}, expected {expected}"
     return None
 
 
 def profiles_problem(profiles: Any) -> str | None:
-    """Why a ``profiles:`` section is not usable (None when it is), naming the entry."""
+    """Why a ``profiles:`` section cannot be used, naming the entry and the key."""
     if not isinstance(profiles, Mapping):
-        return f"expected a mapping of model patterns to profile facts, found {profiles!r}"
+        return f"profiles: found {profiles!r}, expected a mapping of model pattern -> facts"
     for pattern, overrides in profiles.items():
-        problem = profile_problem(overrides)
+        problem = profile_problem(overrides, f"profiles.{pattern}")
         if problem:
-            return f"{pattern}: {problem}"
+            return problem
     return None
 
 
@@ -121,7 +124,7 @@ def overrides_for(profiles: Mapping[str, Any] | None, model: str) -> dict[str, A
         return {}
     problem = profiles_problem(profiles)
     if problem:
-        raise ProviderError(f"profiles: {problem}", kind=ErrorKind.CONFIG)
+        raise ProviderError(problem, kind=ErrorKind.CONFIG)
     names = {model.lower(), model.rpartition("/")[2].lower()}
     merged: dict[str, Any] = {}
     for pattern, overrides in profiles.items():
@@ -134,7 +137,7 @@ def checked_overrides(overrides: Any) -> tuple[tuple[str, Any], ...]:
     """The overrides as a sorted, hashable tuple; a `ProviderError` (CONFIG) for a bad one."""
     if not overrides:
         return ()
-    problem = profile_problem(overrides)
+    problem = profile_problem(overrides, "profile")
     if problem:
-        raise ProviderError(f"profile override: {problem}", kind=ErrorKind.CONFIG)
+        raise ProviderError(problem, kind=ErrorKind.CONFIG)
     return tuple(sorted(overrides.items()))
