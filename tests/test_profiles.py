@@ -20,7 +20,7 @@ from talaria.providers.pricing import estimate_cost
 from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.providers.wire.chat_completions import ChatCompletionsClient
 from talaria.providers.wire.responses import ResponsesClient
-from talaria.testing import ScriptedProvider, call, text
+from talaria.testing import Fail, ScriptedProvider, call, text
 from test_cli_pty import TALARIA
 
 OPENAI = "https://api.openai.com/v1"
@@ -334,3 +334,22 @@ def test_doctor_shows_the_profile_in_force(tmp_path: Path) -> None:
         )
     line = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["profile"])
     assert "output_limit_default=16384 · stream_usage=false · cache_markers=true" in line
+
+
+def test_overrides_follow_the_model_to_its_fallback(tmp_path: Path) -> None:
+    """Keyed by model, an override holds wherever that model runs, not for the primary only."""
+    config = {
+        "profiles": {"backup-*": {"stream_usage": False}},
+        "retry.max_attempts": 1,
+        "retry.base_delay": 0.01,
+    }
+    with ScriptedProvider([Fail(500)]) as primary, ScriptedProvider([text("backup")]) as backup:
+        fallback = {"model": "backup-model", "base_url": backup.openai_base_url, "api_key": "k"}
+        with scripted_agent(
+            primary, tmp_path, config=config, fallback_providers=[fallback]
+        ) as agent:
+            result = agent.run_conversation("hi")
+        (first,), (second,) = bodies_of(primary), bodies_of(backup)
+    assert result["final_response"] == "backup"
+    assert first["stream_options"] == {"include_usage": True}
+    assert "stream_options" not in second
