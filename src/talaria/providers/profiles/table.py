@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from talaria.providers.profiles.profile import ModelProfile, checked_overrides
+from talaria.providers.transport.auth import AZURE_HOST_SUFFIXES
 
 CHAT = "chat_completions"
 RESPONSES = "codex_responses"
@@ -101,7 +102,7 @@ ENDPOINT_RULES: tuple[Rule, ...] = (
     endpoint(hosts=("api.openai.com",), api_mode=CHAT, output_limit_field="max_completion_tokens"),
     endpoint(
         providers=("azure",),
-        hosts=(".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"),
+        hosts=AZURE_HOST_SUFFIXES,
         api_mode=CHAT,
         output_limit_field="max_completion_tokens",
     ),
