@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import (
     BENCH_DIR,
-    HERMES_PYTHON,
+    HERMES,
     MODEL,
     ProviderProcess,
     Row,
@@ -34,7 +34,7 @@ from common import (
 )
 
 TALARIA = Path(sys.executable).with_name("talaria")
-HERMES = HERMES_PYTHON.with_name("hermes")
+HERMES_CLI = HERMES.python.with_name("hermes")
 HEAVY = ("rich", "prompt_toolkit", "openai", "anthropic")
 CPR_REQUEST, CPR_ANSWER = b"\x1b[6n", b"\x1b[1;1R"
 
@@ -101,9 +101,9 @@ def main() -> None:
         ref_help: float | str | None = reason
         ref_chat: float | str | None = reason
         if reason is None:
-            ref_help = median(time_command([str(HERMES), "--help"], hermes_env, args.reps))
+            ref_help = median(time_command([str(HERMES_CLI), "--help"], hermes_env, args.reps))
             ref_chat = median([
-                time_prompt([str(HERMES), "chat", "-m", MODEL, "--provider", "custom"],
+                time_prompt([str(HERMES_CLI), "chat", "-m", MODEL, "--provider", "custom"],
                             hermes_env, "❯")
                 for _ in range(args.reps)])
         rows.append(Row("`--version` (reference: `hermes --help`)", median(version), ref_help))
@@ -113,7 +113,7 @@ def main() -> None:
     report("cold_start", "Cold start (median of fresh processes)", rows, {
         "reps": args.reps,
         "talaria": str(TALARIA),
-        "reference": str(HERMES) if reason is None else reason,
+        "reference": str(HERMES_CLI) if reason is None else reason,
         "heavy imports on --version": ", ".join(heavy) or "none",
         "setup": f"bash {BENCH_DIR / 'setup_reference.sh'} installs the reference",
     })

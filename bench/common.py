@@ -1,10 +1,10 @@
-"""Shared plumbing for the benches: the provider process, the reference driver, tables, results.
+"""Shared plumbing for the benches: the provider process, the sides' drivers, tables, results.
 
-Every bench talks to a scripted provider running in its own process, so that neither agent
-shares a GIL with the server it measures against, and both agents face the same server.
-The reference implementation runs in its own venv (bench/.venv-hermes, made by
-setup_reference.sh) through bench/hermes_driver.py; it is optional: when the venv is missing,
-the reference column says why instead of a number.
+Every bench talks to a scripted provider running in its own process, so that no agent shares
+a GIL with the server it measures against, and every agent faces the same server. Each peer
+(the reference, hermes-agent 0.19, then pydantic-ai and the OpenAI Agents SDK) runs in its own
+venv (bench/.venv-<peer>, made by setup_peers.sh) through its driver script; peers are
+optional: when a venv is missing, that column says why instead of a number.
 """
 
 from __future__ import annotations
@@ -25,9 +25,35 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-HERMES_PYTHON = BENCH_DIR / ".venv-hermes" / "bin" / "python"
-HERMES_DRIVER = BENCH_DIR / "hermes_driver.py"
+VENVS_DIR = BENCH_DIR
+"""Where the peers' venvs are (bench/.venv-<peer>)."""
 MODEL = "scripted-model"
+SETUP = "bash bench/setup_peers.sh"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One implementation under test: its column label, interpreter and driver script."""
+
+    key: str
+    label: str
+    venv: str | None
+    """bench/.venv-<venv> holds it; None: the interpreter running the bench (talaria)."""
+    driver: str
+
+    @property
+    def python(self) -> Path:
+        if self.venv is None:
+            return Path(sys.executable)
+        return VENVS_DIR / f".venv-{self.venv}" / "bin" / "python"
+
+
+TALARIA = Side("talaria", "talaria", None, "talaria_driver.py")
+HERMES = Side("hermes", "hermes-agent 0.19", "hermes", "hermes_driver.py")
+PYDANTIC_AI = Side("pydantic-ai", "pydantic-ai", "pydantic-ai", "pydantic_ai_driver.py")
+AGENTS_SDK = Side("agents-sdk", "Agents SDK", "agents-sdk", "agents_sdk_driver.py")
+PEERS = (HERMES, PYDANTIC_AI, AGENTS_SDK)
+"""Compared with talaria, in table order; the first one is the reference."""
 
 Plan = list[list[tuple[str, dict[str, Any]]]]
 """What the scripted model does in one turn: step i makes the tool calls in plan[i]; after the
@@ -151,20 +177,24 @@ class ProviderProcess:
         self.stop()
 
 
-def reference_available() -> str | None:
-    """None when the reference venv is ready, else the reason it is not."""
-    if not HERMES_PYTHON.exists():
-        return f"not installed: run bench/setup_reference.sh (no {HERMES_PYTHON})"
+def unavailable(side: Side) -> str | None:
+    """None when the side's interpreter is ready, else the reason it is not."""
+    if not side.python.exists():
+        return f"not installed: run {SETUP} {side.venv} (no {side.python})"
     return None
 
 
-def run_reference(command: str, timeout: float = 600, **params: Any) -> dict[str, Any]:
-    """Run one hermes_driver command in the reference venv and return its JSON answer."""
-    reason = reference_available()
+def reference_available() -> str | None:
+    return unavailable(HERMES)
+
+
+def run_side(side: Side, command: str, timeout: float = 900, **params: Any) -> dict[str, Any]:
+    """Run one driver command in the side's interpreter and return its JSON answer."""
+    reason = unavailable(side)
     if reason:
         raise ReferenceUnavailable(reason)
     proc = subprocess.run(
-        [str(HERMES_PYTHON), str(HERMES_DRIVER), command, json.dumps(params)],
+        [str(side.python), str(BENCH_DIR / side.driver), command, json.dumps(params)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -173,9 +203,14 @@ def run_reference(command: str, timeout: float = 600, **params: Any) -> dict[str
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise ReferenceUnavailable(f"driver {command} failed (rc={proc.returncode}): {tail}")
+        raise ReferenceUnavailable(f"{side.label}: {command} failed (rc={proc.returncode}): {tail}")
     answer: dict[str, Any] = json.loads(lines[-1])
     return answer
+
+
+def run_reference(command: str, timeout: float = 600, **params: Any) -> dict[str, Any]:
+    """Run one hermes_driver command in the reference venv and return its JSON answer."""
+    return run_side(HERMES, command, timeout, **params)
 
 
 def fresh_interpreter_seconds(
@@ -216,23 +251,31 @@ Cell = float | str | None
 
 @dataclass
 class Row:
-    """One line of a comparison table; `unit` scales seconds for display ("ms", "s", "us")."""
+    """One line of a comparison table. `reference` is hermes-agent's figure, `peers` the other
+    peers' by label. `unit` says how figures read: seconds shown as "s", "ms" or "us", or
+    "count", "bytes" (shown in KB/MB) or "x" (a plain factor)."""
 
     metric: str
     talaria: Cell
     reference: Cell = None
     floor: Cell = None
     unit: str = "ms"
+    peers: dict[str, Cell] = field(default_factory=dict)
 
-    def ratio(self) -> Cell:
-        """reference / talaria: how many times cheaper talaria is (>1 means talaria wins)."""
-        if isinstance(self.talaria, float) and isinstance(self.reference, float):
-            return self.reference / self.talaria if self.talaria > 0 else None
+    def ratio(self, other: Cell = None) -> Cell:
+        """other (default: the reference) / talaria: how many times cheaper talaria is (>1
+        means talaria wins); None when either is not a figure or talaria's is zero."""
+        other = self.reference if other is None else other
+        if isinstance(self.talaria, float | int) and isinstance(other, float | int):
+            return other / self.talaria if self.talaria > 0 else None
         return None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "unit": "s", "talaria": self.talaria,
-                "reference": self.reference, "ratio": self.ratio(), "floor": self.floor}
+        unit = "s" if self.unit in _SCALE else self.unit
+        return {"metric": self.metric, "unit": unit, "talaria": self.talaria,
+                "reference": self.reference, "ratio": self.ratio(), "floor": self.floor,
+                "peers": {label: {"value": value, "ratio": self.ratio(value)}
+                          for label, value in self.peers.items()}}
 
 
 _SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6}
@@ -240,29 +283,44 @@ _SMALLER = {"s": "ms", "ms": "us"}
 
 
 def _fmt(value: Cell, unit: str) -> str:
-    """Seconds in the row's unit, or a smaller one when the figure would read 0.00x."""
+    """A figure in the row's unit (seconds: a smaller unit when it would read 0.00x)."""
     if value is None:
         return "-"
     if isinstance(value, str):
         return value
+    if unit == "count":
+        return f"{value:,.0f}"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "bytes":
+        return f"{value / 1e6:.3g} MB" if abs(value) >= 1e6 else f"{value / 1e3:.3g} KB"
     while 0 < abs(value * _SCALE[unit]) < 0.1 and unit in _SMALLER:
         unit = _SMALLER[unit]
     scaled = value * _SCALE[unit]
     return f"{scaled:.0f} {unit}" if abs(scaled) >= 100 else f"{scaled:.3g} {unit}"
 
 
+def _fmt_ratio(ratio: Cell) -> str:
+    return f"{ratio:.1f}x" if isinstance(ratio, float) else "-"
+
+
 def format_table(title: str, rows: Sequence[Row]) -> str:
-    header = ("metric", "talaria", "reference", "ratio (ref/talaria)", "floor")
+    """Columns: talaria, the reference and its ratio, each other peer and its ratio (when
+    any row has one), the floor."""
+    labels = list(dict.fromkeys(label for row in rows for label in row.peers))
+    header = ["metric", "talaria", "reference", "ratio (ref/talaria)"]
+    for label in labels:
+        header += [label, "ratio"]
+    header.append("floor")
     body = []
     for row in rows:
-        ratio = row.ratio()
-        body.append((
-            row.metric,
-            _fmt(row.talaria, row.unit),
-            _fmt(row.reference, row.unit),
-            f"{ratio:.1f}x" if isinstance(ratio, float) else "-",
-            _fmt(row.floor, row.unit),
-        ))
+        line = [row.metric, _fmt(row.talaria, row.unit), _fmt(row.reference, row.unit),
+                _fmt_ratio(row.ratio())]
+        for label in labels:
+            value = row.peers.get(label)
+            line += [_fmt(value, row.unit), _fmt_ratio(row.ratio(value))]
+        line.append(_fmt(row.floor, row.unit))
+        body.append(line)
     widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
     rule = ["-" * width for width in widths]
     lines = [f"## {title}", "", _table_line(header, widths), _table_line(rule, widths)]

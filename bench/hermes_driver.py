@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import driver_kit
 from common import NOOP_SCHEMA, loop_message, search_corpus, search_queries
 
 NAP_SCHEMA = {
@@ -45,30 +46,39 @@ def _agent(url: str) -> Any:
                    enabled_toolsets=["bench"], quiet_mode=True)
 
 
-def _timed_turns(url: str, reps: int, lengths: list[int | None]) -> list[dict[str, Any]]:
-    """One warm-up turn, then `reps` rounds of one turn per length (None: the whole plan),
-    each on a fresh agent (a fresh session)."""
-    _register_tools()
-    _agent(url).run_conversation("warm up")
-    turns = []
-    for _ in range(reps):
-        for length in lengths:
-            agent = _agent(url)
-            start = time.perf_counter()
-            result = agent.run_conversation(f"steps={length}" if length else "go")
-            seconds = time.perf_counter() - start
-            turns.append({"steps": length, "seconds": seconds,
-                          "api_calls": result.get("api_calls"),
-                          "messages": len(result.get("messages") or []),
-                          "final": result.get("final_response")})
-    return turns
+class _Side:
+    """Fresh agents, one per turn; `keep` leaves them alive (idle) after their turn."""
+
+    def __init__(self, url: str, keep: bool) -> None:
+        self.url, self.keep = url, keep
+        self.alive: list[Any] = []
+
+    def turn(self, message: str) -> int:
+        agent = _agent(self.url)
+        result = agent.run_conversation(message)
+        if self.keep:
+            self.alive.append(agent)
+        if result.get("final_response") != "done":
+            raise RuntimeError(f"final answer {result.get('final_response')!r}")
+        return int(result.get("api_calls") or 0)
 
 
 def cmd_loop(params: dict[str, Any]) -> dict[str, Any]:
     """Also counts the messages the agents stored in the reference's session database, so the
     notes show whether its figures include persistence as talaria's do."""
-    turns = _timed_turns(params["url"], int(params["reps"]), params["lengths"])
+    _register_tools()
+    turns = driver_kit.timed_turns(_Side(params["url"], keep=False).turn, int(params["reps"]),
+                                   params["lengths"])
     return {"turns": turns, "stored_messages": _stored_messages(Path(params["home"]))}
+
+
+def cmd_sessions(params: dict[str, Any]) -> dict[str, Any]:
+    """N sessions at once, one thread each (as its gateway serves several chats)."""
+    _register_tools()
+    side = _Side(params["url"], keep=True)
+    return driver_kit.sessions(side.turn, driver_kit.on_threads(side.turn),
+                               int(params["sessions"]), int(params["steps"]),
+                               int(params["sequential"]))
 
 
 def _stored_messages(home: Path) -> int:
@@ -82,22 +92,6 @@ def _stored_messages(home: Path) -> int:
         if "messages" not in tables:
             return 0
         return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
-
-
-def cmd_concurrent(params: dict[str, Any]) -> dict[str, Any]:
-    """Wall seconds for N agents each running one turn at once, one thread each (as its
-    gateway serves several chats)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    _register_tools()
-    url, sessions = params["url"], int(params["sessions"])
-    _agent(url).run_conversation("warm up")
-    agents = [_agent(url) for _ in range(sessions)]
-    with ThreadPoolExecutor(max_workers=sessions) as pool:
-        start = time.perf_counter()
-        results = list(pool.map(lambda agent: agent.run_conversation("go"), agents))
-        seconds = time.perf_counter() - start
-    return {"seconds": seconds, "api_calls": [r.get("api_calls") for r in results]}
 
 
 def cmd_parallel(params: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +178,7 @@ def cmd_search(params: dict[str, Any]) -> dict[str, Any]:
 
 COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "loop": cmd_loop,
-    "concurrent": cmd_concurrent,
+    "sessions": cmd_sessions,
     "parallel": cmd_parallel,
     "persistence": cmd_persistence,
     "search": cmd_search,

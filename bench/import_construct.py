@@ -16,7 +16,7 @@ import tempfile
 from typing import Any
 
 from common import (
-    HERMES_PYTHON,
+    HERMES,
     MODEL,
     ProviderProcess,
     Row,
@@ -60,7 +60,7 @@ def run(runs: int = 7, reference: bool = True) -> list[Row]:
                 theirs = ("unavailable", "unavailable")
                 notes["reference"] = reason
             else:
-                theirs = measure(str(HERMES_PYTHON), REFERENCE.format(**fields), runs, env, home)
+                theirs = measure(str(HERMES.python), REFERENCE.format(**fields), runs, env, home)
     rows = [
         Row("import + construct (timed in process)", ours[0], theirs[0], floor[0], "s"),
         Row("whole process (python -c, wall)", ours[1], theirs[1], floor[1], "s"),

@@ -1,98 +1,42 @@
-"""Loop overhead per step: a 40-step tool loop (39 calls of a no-op tool, then the answer).
+"""Cost per step of a tool loop (a no-op tool called on every step, then the answer), at 40
+and at 150 steps, for talaria and each peer, with the raw-httpx floor measured in the same run.
 
-Both agents face the same scripted provider (own process, zero delay) with the history growing
-to ~80 messages. Each agent runs, on fresh agents, turns of 40 and of 2 model calls; the
-marginal cost of a step is (T40 - T2) / 38, so one-off work (clients, database, system
-prompt: talaria does it on the first turn, the reference in its constructor) cancels out.
-The floor is the same request sequence posted with raw httpx streaming and no agent;
-"overhead" is an agent's marginal step minus the floor's. Concurrent sessions run several
-40-step turns at once in one process (talaria: asyncio tasks; reference: threads, as its
-gateway does).
+Every side faces the same scripted provider (own process, zero delay, streaming Chat
+Completions) with the history growing to ~300 messages, and runs in its own interpreter
+(talaria_driver.py, hermes_driver.py, pydantic_ai_driver.py, agents_sdk_driver.py). Each side
+runs, on fresh agents, turns of 150, 40 and 2 model calls; the marginal cost of a step is
+(T_n - T_2) / (n - 2), so one-off work (clients, database, system prompt) cancels out. Steps
+41-150 against steps 3-40 show how a step's cost grows with the history. The floor is the
+same request sequence posted with raw httpx streaming and no agent.
 
-Run: python bench/loop_overhead.py [--steps 40] [--reps 5] [--sessions 4]
+Run: python bench/loop_overhead.py [--steps 40 150] [--reps 5] [--peer-reps 3] [--no-peers]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import tempfile
-from collections.abc import Callable
 from typing import Any
 
 from common import (
     MODEL,
     NOOP_SCHEMA,
+    PEERS,
+    TALARIA,
     ProviderProcess,
     ReferenceUnavailable,
     Row,
+    Side,
     check_turns,
     first_tool_call,
     median,
     report,
-    run_reference,
+    run_side,
     stopwatch,
     tool_loop_plan,
 )
 
 SHORT = 2
 """Model calls in the short turn that is subtracted out (one tool step, then the answer)."""
-
-
-def _noop_tool() -> Any:
-    from talaria import tool
-
-    @tool
-    def noop(n: int) -> str:
-        """Do nothing and say ok.
-
-        Args:
-            n: the step number (ignored).
-        """
-        return "ok"
-
-    return noop
-
-
-def _agent(url: str, home: str) -> Any:
-    from talaria import Agent
-
-    return Agent(model=MODEL, base_url=url, api_key="x", toolsets=[], tools=[_noop_tool()],
-                 home=home, cwd=home)
-
-
-def talaria_turns(url: str, reps: int, lengths: list[int]) -> list[dict[str, Any]]:
-    """One warm-up turn, then `reps` rounds of one turn per length, each on a fresh agent."""
-    turns = []
-    with tempfile.TemporaryDirectory() as home:
-        with _agent(url, home) as warm:
-            warm.run_conversation("warm up")
-        for _ in range(reps):
-            for length in lengths:
-                with _agent(url, home) as agent, stopwatch() as elapsed:
-                    result = agent.run_conversation(f"steps={length}")
-                turns.append({"steps": length, "seconds": elapsed[0],
-                              "api_calls": result["api_calls"],
-                              "messages": len(result["messages"]),
-                              "final": result["final_response"]})
-    return turns
-
-
-def talaria_concurrent(url: str, sessions: int) -> float:
-    """Wall seconds for `sessions` fresh agents each running one whole turn at the same time."""
-
-    async def all_turns(agents: list[Any]) -> None:
-        await asyncio.gather(*(agent.arun_conversation("go") for agent in agents))
-
-    with tempfile.TemporaryDirectory() as home:
-        warm = [_agent(url, home)]
-        asyncio.run(all_turns(warm))  # lazy imports happen here, not in the measurement
-        agents = [_agent(url, home) for _ in range(sessions)]
-        with stopwatch() as elapsed:
-            asyncio.run(all_turns(agents))
-        for agent in warm + agents:
-            agent.close()
-    return elapsed[0]
 
 
 def floor_turns(url: str, reps: int, lengths: list[int]) -> list[dict[str, Any]]:
@@ -126,82 +70,94 @@ def _floor_turn(client: Any, length: int) -> None:
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
 
 
-def marginal_step(turns: list[dict[str, Any]], steps: int) -> float:
-    """(median long turn - median short turn) / extra steps."""
-    long = median([t["seconds"] for t in turns if t["steps"] == steps])
-    short = median([t["seconds"] for t in turns if t["steps"] == SHORT])
-    return (long - short) / (steps - SHORT)
+def marginal_step(turns: list[dict[str, Any]], steps: int, base: int = SHORT,
+                  key: str = "seconds") -> float:
+    """(median turn of `steps` - median turn of `base`) / the steps in between."""
+    long = median([t[key] for t in turns if t["steps"] == steps])
+    short = median([t[key] for t in turns if t["steps"] == base])
+    return (long - short) / (steps - base)
 
 
-def whole_turn_step(turns: list[dict[str, Any]], steps: int) -> float:
-    return median([t["seconds"] for t in turns if t["steps"] == steps]) / steps
+def step_figures(turns: list[dict[str, Any]], lengths: list[int]) -> dict[str, float]:
+    """Marginal wall (and CPU, when measured) per step up to each length; with two lengths,
+    the cost of the later steps against the earlier ones and the growth per step of history."""
+    first, *later = lengths
+    figures = {f"wall {n}": marginal_step(turns, n) for n in lengths}
+    if "cpu" in turns[0]:
+        figures |= {f"cpu {n}": marginal_step(turns, n, key="cpu") for n in lengths}
+    if later:
+        last = later[-1]
+        early, late = figures[f"wall {first}"], marginal_step(turns, last, base=first)
+        figures["late/early"] = late / early if early > 0 else float("nan")
+        # mean step position of each range: (3 + first) / 2 and (first + 1 + last) / 2
+        figures["growth"] = (late - early) / ((first + 1 + last) / 2 - (SHORT + 1 + first) / 2)
+    return figures
 
 
-def _reference(url: str, steps: int, reps: int, sessions: int,
-               notes: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, float | None]:
+def side_figures(side: Side, url: str, reps: int, lengths: list[int],
+                 notes: dict[str, Any]) -> dict[str, float] | str:
+    """The side's figures, or why it has none."""
     try:
-        answer = run_reference("loop", url=url, reps=reps, lengths=[steps, SHORT])
-        turns = answer["turns"]
-        together = run_reference("concurrent", url=url, sessions=sessions)["seconds"]
+        answer = run_side(side, "loop", url=url, reps=reps, lengths=[*lengths, SHORT])
     except ReferenceUnavailable as exc:
-        notes["reference"] = str(exc)
-        return None, None
-    check_turns("reference", turns, steps)
-    notes["messages the reference stored in its session database"] = answer["stored_messages"]
-    notes["reference turns"] = [_summary(t) for t in turns]
-    return turns, together
+        notes[side.label] = str(exc)
+        return "unavailable"
+    turns = answer["turns"]
+    check_turns(side.label, turns, lengths[-1])
+    notes[f"{side.label} turns"] = [_summary(t) for t in turns]
+    if "stored_messages" in answer:
+        notes[f"messages {side.label} stored in its session database"] = answer["stored_messages"]
+    return step_figures(turns, lengths)
 
 
-def run(steps: int = 40, reps: int = 5, ref_reps: int = 3, sessions: int = 4,
-        reference: bool = True) -> list[Row]:
-    lengths = [steps, SHORT]
-    notes: dict[str, Any] = {"steps per turn": steps, "reps": reps, "reference reps": ref_reps,
-                             "concurrent sessions": sessions}
-    with ProviderProcess(tool_loop_plan(steps)) as provider:
-        turns = talaria_turns(provider.url, reps, lengths)
-        floor = floor_turns(provider.url, reps, lengths)
-        together = talaria_concurrent(provider.url, sessions)
-        ref_turns, ref_together = (_reference(provider.url, steps, ref_reps, sessions, notes)
-                                   if reference else (None, None))
+def run(lengths: tuple[int, ...] = (40, 150), reps: int = 5, peer_reps: int = 3,
+        peers: bool = True) -> list[Row]:
+    steps = sorted(lengths)
+    notes: dict[str, Any] = {"turn lengths (model calls)": steps, "talaria reps": reps,
+                             "peer reps": peer_reps, "statistic": "median"}
+    with ProviderProcess(tool_loop_plan(steps[-1])) as provider:
+        ours = side_figures(TALARIA, provider.url, reps, steps, notes)
+        floor = step_figures(floor_turns(provider.url, reps, [*steps, SHORT]), steps)
+        theirs = {side.label: side_figures(side, provider.url, peer_reps, steps, notes)
+                  if peers else "skipped" for side in PEERS}
     notes["requests the provider served"] = provider.stats.get("requests")
-    check_turns("talaria", turns, steps)
-    notes["talaria turns"] = [_summary(t) for t in turns]
-    floor_step = marginal_step(floor, steps)
-    missing = "unavailable" if reference else "skipped"
-
-    def ref(measure: Callable[[list[dict[str, Any]]], float]) -> float | str:
-        return measure(ref_turns) if ref_turns is not None else missing
-
-    step = marginal_step(turns, steps)
-    ref_step = ref(lambda t: marginal_step(t, steps))
-    per_session = sessions * steps
-    rows = [
-        Row("marginal wall time per step", step, ref_step, floor_step),
-        Row("overhead per step (marginal - floor)", step - floor_step,
-            ref_step - floor_step if isinstance(ref_step, float) else ref_step, 0.0),
-        Row(f"whole {steps}-step turn of a fresh agent, per step", whole_turn_step(turns, steps),
-            ref(lambda t: whole_turn_step(t, steps)), whole_turn_step(floor, steps)),
-        Row(f"{sessions} sessions at once, wall per step", together / per_session,
-            ref_together / per_session if ref_together is not None else missing),
-    ]
-    report("loop_overhead", f"Loop overhead ({steps}-step tool loop)", rows, notes)
+    if isinstance(ours, str):
+        raise RuntimeError(f"talaria's side failed: {notes.get('talaria')}")
+    rows = [_row(f"marginal wall time per step, steps 3-{n}", f"wall {n}", ours, floor, theirs)
+            for n in steps]
+    rows += [_row(f"marginal CPU per step, steps 3-{n}", f"cpu {n}", ours, None, theirs)
+             for n in steps]
+    if len(steps) > 1:
+        rows.append(_row(f"steps {steps[0] + 1}-{steps[-1]} against steps 3-{steps[0]}",
+                         "late/early", ours, floor, theirs, "x"))
+        rows.append(_row("growth of a step's wall time per step of history", "growth", ours,
+                         floor, theirs, "us"))
+    report("loop_overhead", f"Cost per step ({' and '.join(map(str, steps))}-step tool loops)",
+           rows, notes)
     return rows
 
 
+def _row(metric: str, key: str, ours: dict[str, float], floor: dict[str, float] | None,
+         theirs: dict[str, dict[str, float] | str], unit: str = "ms") -> Row:
+    cells = {label: value[key] if isinstance(value, dict) else value
+             for label, value in theirs.items()}
+    reference = cells.pop(PEERS[0].label)
+    return Row(metric, ours[key], reference, floor[key] if floor else None, unit, cells)
+
+
 def _summary(turn: dict[str, Any]) -> str:
-    return (f"steps={turn['steps']} {turn['seconds']:.3f}s api_calls={turn['api_calls']} "
-            f"messages={turn['messages']} final={turn['final']!r}")
+    return (f"steps={turn['steps']} {turn['seconds']:.3f}s cpu={turn['cpu']:.3f}s "
+            f"api_calls={turn['api_calls']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, nargs="+", default=[40, 150])
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--ref-reps", type=int, default=3)
-    parser.add_argument("--sessions", type=int, default=4)
-    parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--peer-reps", type=int, default=3)
+    parser.add_argument("--no-peers", action="store_true")
     args = parser.parse_args()
-    run(args.steps, args.reps, args.ref_reps, args.sessions, reference=not args.no_reference)
+    run(tuple(args.steps), args.reps, args.peer_reps, peers=not args.no_peers)
 
 
 if __name__ == "__main__":

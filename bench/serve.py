@@ -2,6 +2,9 @@
 
 Prints the OpenAI base URL on the first line; on exit prints request statistics as JSON. Runs
 in its own process so the server never competes with the measured agent for the GIL.
+The line `arrivals` on stdin is answered with one JSON line: for each first user message seen
+since the last such line, the wall-clock time (time.time()) its first request arrived, which
+is how a bench times a fresh process from its start to its first request.
 Validation is off (strict=False): the bench measures speed, and the scripted server's strict
 checks reject fields the reference sends (e.g. `name` on tool messages).
 """
@@ -11,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
+import time
 from typing import Any
 
 from talaria.testing import Script, ScriptedProvider, calls, text
@@ -34,14 +39,41 @@ def step_for(plan: list[list[list[Any]]], body: dict[str, Any], delay: float = 0
     return text("done", delay=delay)
 
 
+class Arrivals:
+    """When each turn's first request arrived, by the turn's first user message."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._first: dict[str, float] = {}
+
+    def record(self, body: dict[str, Any]) -> None:
+        now = time.time()
+        users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+        key = json.dumps(users[0].get("content")) if users else ""
+        with self._lock:
+            self._first.setdefault(key, now)
+
+    def take(self) -> dict[str, float]:
+        with self._lock:
+            taken, self._first = self._first, {}
+        return taken
+
+
 def main() -> None:
     plan = json.loads(sys.argv[1])
     delay = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0  # seconds before each answer
-    provider = ScriptedProvider(script=Script(fallback=lambda body: step_for(plan, body, delay)),
-                                strict=False)
+    arrivals = Arrivals()
+
+    def answer(body: dict[str, Any]) -> Step:
+        arrivals.record(body)
+        return step_for(plan, body, delay)
+
+    provider = ScriptedProvider(script=Script(fallback=answer), strict=False)
     with provider:
         print(provider.openai_base_url, flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            if line.strip() == "arrivals":
+                print(json.dumps(arrivals.take()), flush=True)
         requests = list(provider.requests)
     print(json.dumps({"requests": len(requests)}), flush=True)
 

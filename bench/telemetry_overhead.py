@@ -30,7 +30,8 @@ from common import (
     stopwatch,
     tool_loop_plan,
 )
-from loop_overhead import SHORT, _noop_tool, marginal_step
+from loop_overhead import SHORT, marginal_step
+from talaria_driver import noop
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "telemetry off (default)": {},
@@ -68,7 +69,7 @@ def turns(url: str, reps: int, lengths: list[int]) -> dict[str, list[dict[str, A
     from talaria import Agent
 
     def agent(home: str, config: dict[str, Any]) -> Any:
-        return Agent(model=MODEL, base_url=url, api_key="x", toolsets=[], tools=[_noop_tool()],
+        return Agent(model=MODEL, base_url=url, api_key="x", toolsets=[], tools=[noop],
                      home=home, cwd=home, config={"context.engine": "none", **config})
 
     measured: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
@@ -92,7 +93,7 @@ def turns(url: str, reps: int, lengths: list[int]) -> dict[str, list[dict[str, A
 
 def cpu_step(measured: list[dict[str, Any]], steps: int) -> float:
     """Marginal CPU seconds per step, as `marginal_step` does for wall time."""
-    return marginal_step([{**t, "seconds": t["cpu"]} for t in measured], steps)
+    return marginal_step(measured, steps, key="cpu")
 
 
 def import_cost(reps: int) -> float:
