@@ -4,7 +4,7 @@ prompt, against the reference's `hermes --help` and `hermes chat`.
 Each command runs in a fresh process; the chat ones in a pseudo-terminal (80x24) that answers
 the terminal's cursor-position requests like a real terminal would, timed until the prompt
 character appears. Both chats point at the same scripted provider (own process) and a fresh,
-empty home. The reference runs from bench/.venv-hermes (bench/setup_reference.sh installs
+empty home. The reference runs from bench/.venv-hermes (bench/setup_peers.sh installs
 hermes-agent==0.19.0 there with `python3 -m venv` + pip); when it is missing the table says so.
 Also checks that `talaria --version` imports none of rich, prompt_toolkit, openai, anthropic.
 
@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from common import (
-    BENCH_DIR,
     HERMES,
     MODEL,
+    SETUP,
     ProviderProcess,
     Row,
     median,
@@ -115,7 +115,7 @@ def main() -> None:
         "talaria": str(TALARIA),
         "reference": str(HERMES_CLI) if reason is None else reason,
         "heavy imports on --version": ", ".join(heavy) or "none",
-        "setup": f"bash {BENCH_DIR / 'setup_reference.sh'} installs the reference",
+        "setup": f"{SETUP} hermes installs the reference",
     })
 
 

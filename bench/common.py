@@ -161,6 +161,15 @@ class ProviderProcess:
         self.url = line
         return self
 
+    def arrivals(self) -> dict[str, float]:
+        """When each turn's first request arrived since the last call (time.time(), by the
+        JSON of the turn's first user message); see serve.py."""
+        assert self._proc is not None and self._proc.stdin and self._proc.stdout
+        self._proc.stdin.write("arrivals\n")
+        self._proc.stdin.flush()
+        taken: dict[str, float] = json.loads(self._proc.stdout.readline())
+        return taken
+
     def stop(self) -> None:
         """Close the child's stdin (its signal to stop) and read its request statistics."""
         proc, self._proc = self._proc, None

@@ -1,98 +1,203 @@
-"""Process start to first request: how long a fresh process takes to put its first model
-request on the wire, for the library (`Agent(...).chat`), for `talaria chat -q` and for a raw
-httpx POST (the floor: an interpreter, one HTTP library, no agent).
+"""Process start to first request: a fresh process that builds an agent and asks one thing,
+timed from spawning it until the scripted server (own process) receives its first model
+request; also until the process has exited with the answer, and the CPU the whole process
+used (user + system, which a loaded machine inflates less than wall time).
 
-The scripted provider runs in this process's thread and notes when each request arrives;
-the clock starts just before the child process is spawned. Each child gets a fresh, empty
-home. Median of `--reps` runs, interleaved. The CPU time of each whole child process (user +
-system) is reported too: on a busy machine it moves far less than wall time does.
+Library: `python -c` with the side's own one-shot (talaria `Agent(...).chat`, hermes-agent
+`AIAgent(...).chat`, pydantic-ai `Agent(...).run_sync`, the Agents SDK `Runner.run_sync`),
+each in its own venv's interpreter. CLI: `talaria chat -q` against `hermes chat -q` (the
+other peers have no chat command). The floor is one `httpx.post` from a bare interpreter.
+Runs are interleaved across sides; medians. Each run's user message is unique, which is how
+the server's arrival times are matched to the run.
 
-Run: python bench/first_request.py [--reps 7]
+Run: python bench/first_request.py [--reps 7] [--no-peers]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from common import MODEL, Row, median, report
-
-TALARIA = Path(sys.executable).with_name("talaria")
-DEADLINE = 60.0
-FLOOR_NAME = "raw httpx POST (floor)"
-
-LIBRARY = (
-    "import sys\nfrom talaria import Agent\n"
-    "Agent(model=sys.argv[1], base_url=sys.argv[2], api_key='x', toolsets=[], home=sys.argv[3])"
-    ".chat('hi')"
+from common import (
+    AGENTS_SDK,
+    HERMES,
+    MODEL,
+    PEERS,
+    PYDANTIC_AI,
+    TALARIA,
+    ProviderProcess,
+    Row,
+    median,
+    report,
+    unavailable,
 )
+
+LIBRARY: dict[str, str] = {
+    TALARIA.key: (
+        "from talaria import Agent\n"
+        "Agent(model={model!r}, base_url={url!r}, api_key='x').chat({message!r})\n"
+    ),
+    HERMES.key: (
+        "from run_agent import AIAgent\n"
+        "AIAgent(base_url={url!r}, api_key='x', model={model!r}, quiet_mode=True)"
+        ".chat({message!r})\n"
+    ),
+    PYDANTIC_AI.key: (
+        "from pydantic_ai import Agent\n"
+        "from pydantic_ai.models.openai import OpenAIChatModel\n"
+        "from pydantic_ai.providers.openai import OpenAIProvider\n"
+        "provider = OpenAIProvider(base_url={url!r}, api_key='x')\n"
+        "Agent(OpenAIChatModel({model!r}, provider=provider)).run_sync({message!r})\n"
+    ),
+    AGENTS_SDK.key: (
+        "from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled\n"
+        "from openai import AsyncOpenAI\n"
+        "set_tracing_disabled(True)\n"
+        "model = OpenAIChatCompletionsModel({model!r}, AsyncOpenAI(base_url={url!r}, "
+        "api_key='x'))\n"
+        "Runner.run_sync(Agent(name='one', model=model), {message!r})\n"
+    ),
+}
 FLOOR = (
-    "import sys, httpx\n"
-    "httpx.post(sys.argv[2] + '/chat/completions', headers={'Authorization': 'Bearer x'},"
-    " json={'model': sys.argv[1], 'stream': True,"
-    " 'messages': [{'role': 'user', 'content': 'hi'}]}).raise_for_status()"
+    "import httpx\n"
+    "httpx.post({url!r} + '/chat/completions', json={{'model': {model!r}, "
+    "'messages': [{{'role': 'user', 'content': {message!r}}}]}})\n"
 )
 
+HERMES_CONFIG = (
+    "model:\n  provider: custom\n  base_url: {url}\n  default: {model}\n  api_key: x\n"
+)
+"""`hermes chat -q` takes its endpoint from config (it ignores OPENAI_BASE_URL)."""
 
-def _commands(url: str, home: str) -> dict[str, list[str]]:
-    return {
-        FLOOR_NAME: [sys.executable, "-c", FLOOR, MODEL, url, home],
-        "library: Agent(...).chat": [sys.executable, "-c", LIBRARY, MODEL, url, home],
-        "talaria chat -q": [str(TALARIA), "chat", "-q", "hi", "--model", MODEL, "--base-url",
-                            url, "--api-key", "x", "--toolsets", "", "--home", home],
+Command = Callable[[str, str], list[str]]
+"""(base URL, user message) -> the argv of one fresh process."""
+
+
+def library_command(python: Path, template: str) -> Command:
+    return lambda url, message: [str(python), "-c",
+                                 template.format(model=MODEL, url=url, message=message)]
+
+
+def talaria_cli(url: str, message: str) -> list[str]:
+    return [str(Path(sys.executable).with_name("talaria")), "chat", "-q", message, "-m", MODEL,
+            "--base-url", url, "--api-key", "x"]
+
+
+def hermes_cli(url: str, message: str) -> list[str]:
+    return [str(HERMES.python.with_name("hermes")), "chat", "-q", message, "-Q"]
+
+
+Figures = tuple[float, float, float]
+"""Seconds to the first request, seconds to exit, CPU seconds of the whole process."""
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def one_run(provider: ProviderProcess, argv: list[str], message: str,
+            env: dict[str, str], cwd: str) -> Figures:
+    """The figures of one fresh process."""
+    cpu = _children_cpu()
+    started = time.time()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=180)
+    ended = time.time()
+    cpu = _children_cpu() - cpu
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed (rc={done.returncode}): "
+                           f"{done.stderr.strip()[-600:]}")
+    arrived = [when for key, when in provider.arrivals().items() if message in key]
+    if not arrived:
+        raise RuntimeError(f"{argv[0]} exited without a request reaching the server")
+    return arrived[0] - started, ended - started, cpu
+
+
+def measure(commands: dict[str, Command | str], runs: int, url: str,
+            provider: ProviderProcess) -> dict[str, Figures | str]:
+    """Median figures per side, runs interleaved; a str command is the reason the side
+    cannot run."""
+    samples: dict[str, list[Figures]] = {name: [] for name in commands}
+    with tempfile.TemporaryDirectory(prefix="bench-first-") as home:
+        for own in ("talaria", "hermes"):
+            Path(home, own).mkdir()
+        Path(home, "hermes", "config.yaml").write_text(HERMES_CONFIG.format(url=url, model=MODEL))
+        env = {**os.environ, "TALARIA_HOME": f"{home}/talaria", "HERMES_HOME": f"{home}/hermes",
+               "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "x"}
+        for index in range(runs):
+            for name, command in commands.items():
+                if isinstance(command, str):
+                    continue
+                message = f"first-request {name} {index}"
+                samples[name].append(one_run(provider, command(url, message), message, env,
+                                             home))
+    return {name: command if isinstance(command, str) else
+            (median([s[0] for s in samples[name]]), median([s[1] for s in samples[name]]),
+             median([s[2] for s in samples[name]]))
+            for name, command in commands.items()}
+
+
+def _library_commands(peers: bool) -> dict[str, Command | str]:
+    commands: dict[str, Command | str] = {
+        TALARIA.key: library_command(TALARIA.python, LIBRARY[TALARIA.key])}
+    for side in PEERS:
+        reason = unavailable(side) if peers else "skipped"
+        commands[side.key] = reason or library_command(side.python, LIBRARY[side.key])
+    commands["floor"] = library_command(TALARIA.python, FLOOR)
+    return commands
+
+
+def run(reps: int = 7, peers: bool = True) -> list[Row]:
+    notes: dict[str, Any] = {"runs": reps, "statistic": "median, runs interleaved"}
+    library = _library_commands(peers)
+    cli: dict[str, Command | str] = {
+        TALARIA.key: talaria_cli,
+        HERMES.key: (unavailable(HERMES) or hermes_cli) if peers else "skipped",
     }
-
-
-def _first_request(server: object, argv: list[str]) -> tuple[float, float]:
-    """Seconds from spawning ``argv`` until the server has its first request, and the CPU
-    seconds the whole child used."""
-    requests = server.requests  # type: ignore[attr-defined]
-    seen = len(requests)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    while len(requests) == seen:
-        if child.poll() is not None or time.perf_counter() - start > DEADLINE:
-            raise RuntimeError(f"{argv[0]} sent no request: {child.communicate()[1][-500:]}")
-        time.sleep(0.0005)
-    took = time.perf_counter() - start
-    _, errors = child.communicate(timeout=DEADLINE)
-    if child.returncode:
-        raise RuntimeError(f"{argv[:3]} failed: {errors[-500:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return took, cpu
-
-
-def run(reps: int = 7) -> list[Row]:
-    from talaria.testing import Script, ScriptedProvider, text
-
-    times: dict[str, list[float]] = {}
-    cpu: dict[str, list[float]] = {}
-    with ScriptedProvider(script=Script(fallback=lambda body: text("hello")), strict=False) as s:
-        for _ in range(reps):
-            with tempfile.TemporaryDirectory() as home:
-                for name, argv in _commands(s.openai_base_url, home).items():
-                    took, used = _first_request(s, argv)
-                    times.setdefault(name, []).append(took)
-                    cpu.setdefault(name, []).append(used)
-    floor, floor_cpu = median(times[FLOOR_NAME]), median(cpu[FLOOR_NAME])
-    rows = [Row(name, median(values), None, floor, unit="s") for name, values in times.items()]
-    rows += [Row(f"{name}, CPU of the whole process", median(values), None, floor_cpu, unit="s")
-             for name, values in cpu.items()]
-    report("first_request", "Process start to first request", rows, {"reps": reps})
+    with ProviderProcess([]) as provider:
+        lib = measure(library, reps, provider.url, provider)
+        chat = measure(cli, reps, provider.url, provider)
+    for name, value in {**lib, **chat}.items():
+        if isinstance(value, str):
+            notes[name] = value
+    rows = [
+        _row("library: process start to first request", lib, 0),
+        _row("library: process start to exit (one answer)", lib, 1),
+        _row("library: CPU of the whole process", lib, 2),
+        _row("`chat -q`: process start to first request", chat, 0),
+        _row("`chat -q`: process start to exit (one answer)", chat, 1),
+        _row("`chat -q`: CPU of the whole process", chat, 2),
+    ]
+    report("first_request", "Process start to first request (fresh process each run)", rows,
+           notes)
     return rows
+
+
+def _row(metric: str, figures: dict[str, Figures | str], index: int) -> Row:
+    def cell(key: str) -> float | str | None:
+        if key not in figures:
+            return "no CLI" if key != "floor" else None
+        value = figures[key]
+        return value if isinstance(value, str) else value[index]
+
+    peers = {side.label: cell(side.key) for side in PEERS[1:]}
+    return Row(metric, cell(TALARIA.key), cell(HERMES.key), cell("floor"), "s", peers)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=7)
-    run(parser.parse_args().reps)
+    parser.add_argument("--no-peers", action="store_true")
+    args = parser.parse_args()
+    run(args.reps, peers=not args.no_peers)
 
 
 if __name__ == "__main__":

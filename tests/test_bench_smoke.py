@@ -40,8 +40,14 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
     [
         "common",
         "serve",
+        "driver_kit",
         "hermes_driver",
+        "talaria_driver",
+        "pydantic_ai_driver",
+        "agents_sdk_driver",
         "loop_overhead",
+        "first_request",
+        "sessions",
         "import_construct",
         "parallel_tools",
         "persistence",
@@ -93,13 +99,86 @@ def test_tables_show_how_many_times_cheaper_talaria_is() -> None:
 
 
 def test_loop_bench_runs_talaria_through_every_planned_step(tmp_path: Path) -> None:
-    rows = bench("loop_overhead").run(steps=4, reps=1, sessions=2, reference=False)
+    rows = bench("loop_overhead").run(lengths=(4, 6), reps=1, peers=False)
     assert [row.reference for row in rows] == ["skipped"] * len(rows)
+    assert all(set(row.peers.values()) == {"skipped"} for row in rows)
     assert all(isinstance(row.talaria, float) for row in rows)
+    assert isinstance(rows[0].floor, float)
     saved = results(tmp_path, "loop_overhead")
     turns = saved["notes"]["talaria turns"]
-    assert any("steps=4" in t and "api_calls=4 messages=8 final='done'" in t for t in turns)
-    assert any("steps=2" in t and "api_calls=2 messages=4 final='done'" in t for t in turns)
+    for steps in (6, 4, 2):
+        assert any(t.startswith(f"steps={steps} ") and f"api_calls={steps}" in t for t in turns)
+    assert saved["notes"]["requests the provider served"] >= 2 * (6 + 4 + 2 + 2)
+
+
+def test_sessions_bench_runs_every_session_to_the_planned_end(tmp_path: Path) -> None:
+    rows = bench("sessions").run(counts=(3,), peers=False, latency=0.0, sequential=1)
+    figures = {row.metric.removeprefix("N=3: "): row.talaria for row in rows}
+    assert figures["failures"] == 0
+    assert figures["threads (peak)"] >= 1
+    assert figures["wall time"] > 0 and figures["CPU per step"] > 0
+    assert figures["memory per idle agent"] is not None
+    assert rows[0].reference == "skipped"
+    # warm-up + 1 sequential + 3 at once, 6 model calls each
+    assert results(tmp_path, "sessions")["notes"]["requests the provider served"] >= 5 * 6
+
+
+def test_a_session_that_fails_or_stops_early_counts_as_a_failure() -> None:
+    kit = bench("driver_kit")
+    figures = kit.session_figures(
+        [6, "RuntimeError: boom", 5, 6], 4, 6, {"cpu_s": 1.2, "rss_before": 0, "rss_after": 4000}
+    )
+    assert figures["failures"] == 2
+    assert figures["model_calls"] == 12
+    assert figures["failure_examples"] == ["RuntimeError: boom", "5"]
+    assert figures["cpu_per_step"] == pytest.approx(1.2 / 24)
+    assert figures["idle_bytes_per_agent"] == 1000
+
+
+def test_first_request_bench_times_the_library_and_the_cli(tmp_path: Path) -> None:
+    rows = bench("first_request").run(runs=1, peers=False)
+    assert [row.metric.split(":")[0] for row in rows] == ["library"] * 2 + ["`chat -q`"] * 2
+    for row in rows:
+        assert isinstance(row.talaria, float) and row.talaria > 0
+        assert row.reference == "skipped"
+    first, exit_ = rows[0], rows[1]
+    assert isinstance(first.floor, float) and isinstance(exit_.floor, float)
+    assert first.talaria < exit_.talaria  # the request went out before the answer came back
+    assert rows[2].peers == {"pydantic-ai": "no CLI", "Agents SDK": "no CLI"}
+
+
+def test_targets_say_pass_or_fail_from_the_figures() -> None:
+    run_all, common = bench("run_all"), bench("common")
+    row = common.Row
+    start = [
+        row("library: process start to first request", 0.25, unit="s"),
+        row("`chat -q`: process start to first request", 0.5, unit="s"),
+    ]
+    loop = [
+        row("marginal wall time per step, steps 3-40", 0.003, floor=0.0015),
+        row("steps 41-150 against steps 3-40", 1.1, floor=1.0, unit="x"),
+    ]
+    many = [
+        row("N=1,000: CPU per step", 0.004),
+        row("N=1,000: threads (peak)", 12, unit="count"),
+        row("N=1,000: CPU per step, one session at a time", 0.003),
+        row("N=1,000: memory per idle agent", 250e3, unit="bytes"),
+        row("N=1,000: failures", 0, unit="count"),
+    ]
+    store = [row("a", 0.001), row("b", 0.0012)]
+    search = [row("search", 0.01)]
+    verdicts = {
+        name: check()[0]
+        for name, check in run_all.targets(start, loop, many, 1000, store, search).items()
+    }
+    failing = {
+        "`talaria chat -q`: process start to first request <= 0.3 s",
+        "per step <= 1.5x the raw-httpx floor (40 steps)",
+        "1,000 sessions: at most 200 KB per idle agent",
+    }
+    assert {name for name, met in verdicts.items() if met is False} == failing
+    assert all(met is True for name, met in verdicts.items() if name not in failing)
+    assert len(verdicts) == 10
 
 
 def test_transport_bench_runs_every_client_through_the_loop(tmp_path: Path) -> None:
@@ -128,14 +207,14 @@ def test_persistence_bench_reports_each_size_and_why_the_reference_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     common = bench("common")
-    monkeypatch.setattr(common, "HERMES_PYTHON", tmp_path / "no-venv" / "python")
+    monkeypatch.setattr(common, "VENVS_DIR", tmp_path / "no-venvs")
     rows = bench("persistence").run(appends=3, sizes=(10, 30), reference=True)
     assert [row.metric for row in rows] == [
         "append 1 message to a session of 10",
         "append 1 message to a session of 30",
     ]
     assert all(row.reference == "unavailable" for row in rows)
-    assert "setup_reference.sh" in results(tmp_path, "persistence")["notes"]["reference"]
+    assert "setup_peers.sh hermes" in results(tmp_path, "persistence")["notes"]["reference"]
 
 
 def test_session_search_bench_finds_what_a_bare_fts_index_finds(tmp_path: Path) -> None:
