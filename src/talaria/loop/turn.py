@@ -114,7 +114,6 @@ async def _run_turn(
         state.meter = open_meter(rt.budgets, await run_blocking(_session_spent, session))
     else:
         state.meter = open_meter(rt.budgets, None)
-    _price(state.usage, active)
     rt.emit(TurnStarted(task_id, session.id, _text_of(user_message)))
     await rt.sync_tools()
     metering = ACTIVE_METER.set(state.meter)
@@ -133,6 +132,11 @@ async def _run_turn(
             "memory and saved on the next turn"
         )
     finally:
+        if not state.models.entries:
+            # No call was priced: the turn's cost is what the catalogue says about this model
+            # (0.0, or None when unpriced). Asked only now, so that loading the catalogue
+            # never delays a turn's first request.
+            _price(state.usage, active)
         state.api_calls = rt.caller.turn_attempts
         await _flush_quietly(session)
         if rt.interactions is not None:
@@ -300,8 +304,9 @@ async def _obtain(
 
 def _price(usage: Usage, model: ModelClient | ChainEntry) -> None:
     """The catalogue's price (0.0 where the profile says the model is not billed, None for a
-    model it does not know): set on the turn's usage at its start too, so a turn that fails
-    before any answer reports its cost the same way as one that succeeds."""
+    model it does not know): set on the turn's usage at its end too when no call was priced,
+    so a turn that fails before any answer reports its cost the same way as one that
+    succeeds."""
     from talaria.providers.pricing import estimate_cost
 
     usage.estimated_cost_usd = estimate_cost(model.model, usage, model.provider, profile_of(model))

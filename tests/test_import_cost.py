@@ -1,0 +1,135 @@
+"""What a process has loaded when its first model request goes out: only what that request
+needs. Checked by module (not by time) in a fresh interpreter, through the library and through
+`talaria chat -q`, with the scripted provider in the same process noting `sys.modules` the
+moment the request arrives. The window is configured, so the endpoint's context-window probe
+(the providers' own HTTP stack) is not part of what is checked here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from talaria.testing import Fail, ScriptedProvider
+
+REPO = Path(__file__).resolve().parent.parent
+
+NOT_BEFORE_THE_FIRST_REQUEST = (
+    # the terminal UI (the chat's, never a one-shot's)
+    "rich",
+    "prompt_toolkit",
+    "pygments",
+    "click",
+    # the price catalogue: a turn's cost is asked after its first answer
+    "genai_prices",
+    # optional extras, imported only when used
+    "mcp",
+    "acp",
+    "starlette",
+    "uvicorn",
+    "temporalio",
+    "psycopg",
+    "opentelemetry",
+)
+
+PROBE = """
+import json, sys
+from talaria.testing import Script, ScriptedProvider, text
+
+seen = []
+
+
+def answer(body):
+    if not seen:
+        seen.append(sorted({{name.split(".")[0] for name in sys.modules}}))
+    return text("hi")
+
+
+with ScriptedProvider(script=Script(fallback=answer), strict=False) as server:
+    url = server.openai_base_url
+{body}
+print(json.dumps(seen[0]))
+"""
+
+LIBRARY = """
+    from talaria import Agent
+
+    agent = Agent(model="scripted-model", base_url=url, api_key="k", home=sys.argv[1],
+                  cwd=sys.argv[1], config={"model.context_length": 128000})
+    assert agent.chat("hello") == "hi"
+"""
+
+ONE_SHOT = """
+    from talaria.cli.main import main
+
+    try:
+        main(["chat", "-q", "hello", "-m", "scripted-model", "--base-url", url, "--api-key", "k"])
+    except SystemExit as done:
+        assert not done.code, done.code
+"""
+
+
+def loaded_at_first_request(body: str, home: Path) -> set[str]:
+    """Top-level packages loaded when the first request reached the scripted server."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TALARIA_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(body=body), str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_the_library_sends_its_first_request_before_loading_what_it_does_not_need(
+    tmp_path: Path,
+) -> None:
+    loaded = loaded_at_first_request(LIBRARY, tmp_path)
+    assert "talaria" in loaded and "sqlite3" in loaded  # the probe saw a real turn
+    assert sorted(loaded & set(NOT_BEFORE_THE_FIRST_REQUEST)) == []
+
+
+def test_a_one_shot_sends_its_first_request_before_loading_the_terminal_ui(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.yaml").write_text("model:\n  context_length: 128000\n")
+    loaded = loaded_at_first_request(ONE_SHOT, tmp_path)
+    assert "talaria" in loaded and "yaml" in loaded  # it read the config file
+    assert sorted(loaded & set(NOT_BEFORE_THE_FIRST_REQUEST)) == []
+
+
+@pytest.mark.parametrize(
+    ("model", "provider", "cost"),
+    [("scripted-model", None, None), ("gpt-4o-mini", "openai", 0.0), ("llama3", "ollama", 0.0)],
+)
+def test_a_turn_that_fails_before_any_answer_still_reports_its_cost(
+    tmp_path: Path, model: str, provider: str | None, cost: float | None
+) -> None:
+    """Unpriced model: unknown (None); priced or local model: nothing spent (0.0)."""
+    from talaria import Agent
+
+    with ScriptedProvider([Fail(400, "bad request")], model=model) as server:
+        agent = Agent(
+            model=model,
+            provider=provider,
+            base_url=server.openai_base_url,
+            api_key="k",
+            home=tmp_path,
+            cwd=tmp_path,
+            toolsets=[],
+            config={"model.context_length": 128000},
+        )
+        with agent:
+            result = agent.run_conversation("hello")
+    assert result["turn_exit_reason"].startswith("failed:")
+    assert result["api_calls"] == 1
+    assert result["usage"]["estimated_cost_usd"] == cost
+    assert result["usage"]["total_tokens"] == 0
