@@ -287,13 +287,24 @@ class Row:
                           for label, value in self.peers.items()}}
 
 
+def side_by_side(metric: str, key: str, ours: dict[str, Any],
+                 theirs: dict[str, dict[str, Any] | str], floor: Cell = None,
+                 unit: str = "ms") -> Row:
+    """A row from each side's figures by `key`; a peer without figures has the reason (a
+    string) in their place."""
+    cells = {label: value[key] if isinstance(value, dict) else value
+             for label, value in theirs.items()}
+    reference = cells.pop(HERMES.label, None)
+    return Row(metric, ours[key], reference, floor, unit, cells)
+
+
 _SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6}
 _SMALLER = {"s": "ms", "ms": "us"}
 
 
 def _fmt(value: Cell, unit: str) -> str:
     """A figure in the row's unit (seconds: a smaller unit when it would read 0.00x)."""
-    if value is None:
+    if value is None or value != value:  # missing, or NaN
         return "-"
     if isinstance(value, str):
         return value

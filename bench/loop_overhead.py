@@ -31,6 +31,7 @@ from common import (
     median,
     report,
     run_side,
+    side_by_side,
     stopwatch,
     tool_loop_plan,
 )
@@ -139,10 +140,7 @@ def run(lengths: tuple[int, ...] = (40, 150), reps: int = 5, peer_reps: int = 3,
 
 def _row(metric: str, key: str, ours: dict[str, float], floor: dict[str, float] | None,
          theirs: dict[str, dict[str, float] | str], unit: str = "ms") -> Row:
-    cells = {label: value[key] if isinstance(value, dict) else value
-             for label, value in theirs.items()}
-    reference = cells.pop(PEERS[0].label)
-    return Row(metric, ours[key], reference, floor[key] if floor else None, unit, cells)
+    return side_by_side(metric, key, ours, dict(theirs), floor[key] if floor else None, unit)
 
 
 def _summary(turn: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ from common import (
     Side,
     report,
     run_side,
+    side_by_side,
     tool_loop_plan,
 )
 
@@ -67,13 +68,8 @@ METRICS: list[tuple[str, str, str]] = [
 
 def rows_for(count: int, ours: dict[str, Any],
              theirs: dict[str, dict[str, Any] | str]) -> list[Row]:
-    rows = []
-    for name, key, unit in METRICS:
-        cells = {label: value[key] if isinstance(value, dict) else value
-                 for label, value in theirs.items()}
-        reference = cells.pop(PEERS[0].label)
-        rows.append(Row(f"N={count:,}: {name}", ours[key], reference, None, unit, cells))
-    return rows
+    return [side_by_side(f"N={count:,}: {name}", key, ours, theirs, unit=unit)
+            for name, key, unit in METRICS]
 
 
 def run(counts: tuple[int, ...] = (10, 100, 1000), reference_max: int = 10,
