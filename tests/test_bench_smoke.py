@@ -55,7 +55,6 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
         "telemetry_overhead",
         "run_all",
         "transport",
-        "first_request",
     ],
 )
 def test_every_bench_module_imports_without_side_effects(name: str) -> None:
@@ -136,15 +135,15 @@ def test_a_session_that_fails_or_stops_early_counts_as_a_failure() -> None:
 
 
 def test_first_request_bench_times_the_library_and_the_cli(tmp_path: Path) -> None:
-    rows = bench("first_request").run(runs=1, peers=False)
-    assert [row.metric.split(":")[0] for row in rows] == ["library"] * 2 + ["`chat -q`"] * 2
+    rows = bench("first_request").run(reps=1, peers=False)
+    assert [row.metric.split(":")[0] for row in rows] == ["library"] * 3 + ["`chat -q`"] * 3
     for row in rows:
         assert isinstance(row.talaria, float) and row.talaria > 0
         assert row.reference == "skipped"
     first, exit_ = rows[0], rows[1]
     assert isinstance(first.floor, float) and isinstance(exit_.floor, float)
     assert first.talaria < exit_.talaria  # the request went out before the answer came back
-    assert rows[2].peers == {"pydantic-ai": "no CLI", "Agents SDK": "no CLI"}
+    assert rows[3].peers == {"pydantic-ai": "no CLI", "Agents SDK": "no CLI"}
 
 
 def test_targets_say_pass_or_fail_from_the_figures() -> None:
