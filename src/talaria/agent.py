@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -100,7 +99,6 @@ class Agent:
         self._interrupt = InterruptSignal()
         self._writer_id = new_writer_id()
         self._turn_lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._runtime: Runtime | None = None
         self._session: SessionHandle | None = None
         self.approvals = ApprovalState(
@@ -264,8 +262,9 @@ class Agent:
         session.next_seq = first_seq + len(session.history)
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run on the agent's own loop (it keeps connections alive across turns). From inside
-        a running loop that would freeze the caller's loop for the whole turn: refuse."""
+        """Run on the process's shared background loop (`talaria.background`): connections
+        stay alive across turns with no loop or thread per agent. From inside a running loop
+        that would freeze the caller's loop for the whole turn: refuse."""
         if _loop_running():
             coro.close()
             raise RuntimeError(
@@ -273,10 +272,9 @@ class Agent:
                 "event loop, which they would block for the whole turn; use "
                 "`await agent.achat(...)` / `await agent.arun_conversation(...)` instead"
             )
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-            weakref.finalize(self, _shutdown_loop, self._loop)
-        return self._loop.run_until_complete(coro)
+        from talaria.background import run_sync
+
+        return run_sync(coro)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -295,8 +293,8 @@ class Agent:
 
     def close(self) -> None:
         """End the session and release connections, threads and the database."""
-        if self._loop is not None and not self._loop.is_closed() and self._runtime is not None:
-            self._loop.run_until_complete(self._runtime.caller.chain.aclose())
+        if self._runtime is not None and not _loop_running():
+            self._run_sync(self._runtime.caller.chain.aclose())
         self._release()
 
     async def aclose(self) -> None:
@@ -309,8 +307,6 @@ class Agent:
         self._end_session("closed")
         if self._runtime is not None:
             self._runtime.close()
-        if self._loop is not None:
-            _shutdown_loop(self._loop)
         if self._store is not None and self._owns_store:
             self._store.close()
             self._store = None
@@ -426,17 +422,6 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def _shutdown_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Finish what the SDKs left open on the agent's loop (stream generators), then close it."""
-    if loop.is_closed() or loop.is_running():
-        return
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # the usual case: no other loop runs in this thread
-        loop.run_until_complete(loop.shutdown_asyncgens())
-    loop.close()
 
 
 async def _release_quietly(session: SessionHandle) -> None:

@@ -1,43 +1,171 @@
-"""Blocking work (store writes, plugin hooks, user callbacks) off the event loop.
+"""Blocking work off the event loop, on bounded thread pools shared by every agent of a process.
 
-One bounded pool per process, shared by every agent, so a process running many agents does not
-run a thread per agent, and a slow hook or a locked database delays only the call that waits
-on it, never the loop.
+Two lanes, so that one kind of work cannot starve the other:
+
+- `run_blocking` (the io lane): talaria's own short blocking work, store reads and writes.
+- `run_user_code` (the user lane): code talaria does not control and that may block without
+  bound: sync tool handlers, plugin hooks. A call the loop gives up on (a timeout, an
+  interrupt) keeps its thread until the handler returns; the lane then runs one more worker in
+  its place, so abandoned calls never shrink it (up to `USER_CEILING` threads in all).
+
+A process running a thousand agents runs these few threads, not one per agent. Workers are
+started on demand and exit after `IDLE_SECONDS` without work, so an idle process holds none.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
+import contextvars
 import functools
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-MAX_WORKERS = 32
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+IO_WORKERS = 6
+"""Store work: SQLite serialises writes per database and PostgreSQL pools ten connections,
+so more threads would only wait on a lock."""
+USER_WORKERS = 8
+USER_CEILING = 64
+IDLE_SECONDS = 15.0
 
 
-def blocking_pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(
-                MAX_WORKERS, thread_name_prefix="talaria-blocking"
-            )
-        return _pool
+@dataclass(slots=True, eq=False)
+class _Job:
+    future: concurrent.futures.Future[Any]
+    call: Callable[[], Any]
+    abandoned: bool = False
+
+
+class Lane:
+    """A bounded pool whose workers start on demand and stop when idle; see the module doc."""
+
+    def __init__(self, name: str, size: int, ceiling: int | None = None) -> None:
+        self.name = name
+        self.size = size
+        self.ceiling = ceiling if ceiling is not None else size
+        self._cond = threading.Condition()
+        self._queue: collections.deque[_Job] = collections.deque()
+        self._running: set[_Job] = set()
+        self._workers = 0
+        self._waiting = 0
+        self._stuck = 0
+
+    @property
+    def workers(self) -> int:
+        return self._workers
+
+    def submit(self, call: Callable[[], T]) -> concurrent.futures.Future[T]:
+        job = _Job(concurrent.futures.Future(), call)
+        with self._cond:
+            self._queue.append(job)
+            self._wake_or_start()
+        return job.future
+
+    def abandon(self, future: concurrent.futures.Future[Any]) -> None:
+        """The caller no longer waits for `future`: a queued call is dropped, a running one
+        stops counting against the lane's size."""
+        if future.cancel():
+            return
+        with self._cond:
+            job = next((j for j in self._running if j.future is future), None)
+            if job is None or job.abandoned:
+                return
+            job.abandoned = True
+            self._stuck += 1
+            if self._queue:
+                self._wake_or_start()
+
+    def _wake_or_start(self) -> None:
+        if self._waiting >= len(self._queue):
+            self._cond.notify()
+        elif self._workers < min(self.size + self._stuck, self.ceiling):
+            self._workers += 1
+            name = f"talaria-{self.name}-{self._workers}"
+            threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def _work(self) -> None:
+        while (job := self._next()) is not None:
+            if job.future.set_running_or_notify_cancel():
+                try:
+                    result = job.call()
+                except BaseException as exc:  # handed to the waiter, as an executor does
+                    job.future.set_exception(exc)
+                else:
+                    job.future.set_result(result)
+            with self._cond:
+                self._running.discard(job)
+                if job.abandoned:
+                    self._stuck -= 1
+
+    def _next(self) -> _Job | None:
+        """The next job, or None when the worker should exit: idle for `IDLE_SECONDS`, or
+        one more worker than the lane may have now that an abandoned call has returned."""
+        with self._cond:
+            while not self._queue:
+                if self._workers > self.size + self._stuck or not self._wait_idle():
+                    self._workers -= 1
+                    return None
+            job = self._queue.popleft()
+            self._running.add(job)
+            return job
+
+    def _wait_idle(self) -> bool:
+        """Under the lock: False when `IDLE_SECONDS` passed with nothing to do."""
+        self._waiting += 1
+        woken = self._cond.wait(IDLE_SECONDS)
+        self._waiting -= 1
+        return woken or bool(self._queue)
+
+
+_lanes: dict[str, Lane] = {}
+_lanes_lock = threading.Lock()
+
+
+def lane(name: str) -> Lane:
+    """The process's lane `name` ("io" or "user"), made on first use."""
+    with _lanes_lock:
+        found = _lanes.get(name)
+        if found is None:
+            if name == "io":
+                found = Lane("io", IO_WORKERS)
+            elif name == "user":
+                found = Lane("user", USER_WORKERS, USER_CEILING)
+            else:
+                raise ValueError(f"no lane named {name!r}")
+            _lanes[name] = found
+        return found
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run `fn(*args, **kwargs)` on the shared pool and await its result."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(blocking_pool(), functools.partial(fn, *args, **kwargs))
+    """Run `fn(*args, **kwargs)` (store work) on the io lane and await its result."""
+    return await _run(lane("io"), functools.partial(fn, *args, **kwargs), None)
+
+
+async def run_user_code(
+    fn: Callable[..., T], *args: Any, timeout: float | None = None, **kwargs: Any
+) -> T:
+    """Run user code (a tool handler, a hook) on the user lane, in the caller's context (so
+    spans it starts nest under the caller's). TimeoutError after `timeout` seconds; on a
+    timeout or a cancellation the call is abandoned, its thread left to finish alone."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await _run(lane("user"), call, timeout)
+
+
+async def _run(where: Lane, call: Callable[[], T], timeout: float | None) -> T:
+    future = where.submit(call)
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        where.abandon(future)
+        raise
 
 
 def start_daemon(fn: Callable[[], None], name: str) -> None:
     """For work that may block without bound (a user deciding on an approval): its own
-    daemon thread, so it can never starve the shared pool."""
+    daemon thread, so it can never starve a lane."""
     threading.Thread(target=fn, name=name, daemon=True).start()

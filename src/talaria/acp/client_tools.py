@@ -20,7 +20,7 @@ from acp import RequestError, helpers
 from acp.schema import ClientCapabilities
 
 from talaria.acp.updates import CallNotes, Edit
-from talaria.offload import run_blocking
+from talaria.offload import run_user_code
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin import files, terminal
 from talaria.tools.builtin.processes import PROCESS_TOOL
@@ -155,7 +155,7 @@ async def _terminal(
     runs it (unless the call was approved to run outside); background processes stay
     talaria's own (the `process` tool manages them)."""
     if background or not command.strip():
-        return await run_blocking(
+        return await run_user_code(
             terminal.terminal, command, ctx, timeout, background, escalate, justification
         )
     limit = terminal.command_timeout(timeout)

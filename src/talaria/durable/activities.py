@@ -113,7 +113,7 @@ class WorkerAgents:
     async def aclose(self) -> None:
         for _, runtime in self._agents.values():
             await runtime.caller.chain.aclose()
-            runtime.executor.shutdown()
+            runtime.close()
         self.store.close()
 
 

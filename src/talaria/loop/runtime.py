@@ -111,7 +111,6 @@ class Runtime:
         self.tool_schemas = schemas
 
     def close(self) -> None:
-        self.executor.shutdown()
         if self.tool_source is not None:
             self.tool_source.close()
 

@@ -3,19 +3,18 @@
 Hooks are plain callables called with keyword arguments (accept ``**kwargs`` to stay compatible
 as arguments are added). A failing observer hook is logged and skipped; a failing or slow
 `pre_tool_call` hook blocks the call, because a guard that cannot answer must not wave
-things through. Hooks are user code that may block: the loop runs them on the shared pool
-(`talaria.offload`), so a slow or hung hook delays only the call it guards.
+things through. Hooks are user code that may block: the loop runs them on the process's user
+lane (`talaria.offload`), so a slow or hung hook delays only the call it guards.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from talaria.offload import run_blocking
+from talaria.offload import run_user_code
 
 log = logging.getLogger("talaria.plugins")
 
@@ -70,7 +69,7 @@ class HookBus:
     async def aemit(self, name: str, **kwargs: Any) -> None:
         """`emit` for the loop: off the event loop (and free when nothing is registered)."""
         if self._hooks[name]:
-            await run_blocking(self.emit, name, **kwargs)
+            await run_user_code(self.emit, name, **kwargs)
 
     async def pre_tool_call(
         self, tool_name: str, arguments: dict[str, Any], **kwargs: Any
@@ -79,11 +78,14 @@ class HookBus:
         or {"approve": True}. An exception or a timeout blocks the call (fail closed)."""
         outcome = PreToolOutcome(arguments=arguments)
         for hook in self._hooks["pre_tool_call"]:
-            call = run_blocking(
-                hook, tool_name=tool_name, arguments=dict(outcome.arguments), **kwargs
-            )
             try:
-                answer = await asyncio.wait_for(call, self._pre_tool_timeout)
+                answer = await run_user_code(
+                    hook,
+                    tool_name=tool_name,
+                    arguments=dict(outcome.arguments),
+                    timeout=self._pre_tool_timeout,
+                    **kwargs,
+                )
             except TimeoutError:
                 return PreToolOutcome(arguments, blocked=f"plugin guard {_label(hook)} timed out")
             except Exception as exc:
@@ -99,7 +101,7 @@ class HookBus:
     async def atransform_tool_result(self, tool_name: str, result: str, **kwargs: Any) -> str:
         if not self._hooks["transform_tool_result"]:
             return result
-        return await run_blocking(self.transform_tool_result, tool_name, result, **kwargs)
+        return await run_user_code(self.transform_tool_result, tool_name, result, **kwargs)
 
     def transform_tool_result(self, tool_name: str, result: str, **kwargs: Any) -> str:
         for hook in self._hooks["transform_tool_result"]:

@@ -1,17 +1,16 @@
 """Runs the tool calls of one model response, exactly as the seed describes.
 
-One call runs inline; several run in parallel on a bounded pool; interactive tools run alone as
-barriers. For each call: resolve -> parse and validate arguments -> `pre_tool_call` guards ->
-approval -> handler -> result transforms and caps -> `post_tool_call`. Every failure becomes a
-tool result the model can read, and results come back in call order whatever order they finish.
+One call runs inline; several run in parallel (at most `max_workers` at once); interactive tools
+run alone as barriers. Sync handlers run on the process's shared user lane (`talaria.offload`),
+so an agent holds no thread of its own. For each call: resolve -> parse and validate arguments
+-> `pre_tool_call` guards -> approval -> handler -> result transforms and caps ->
+`post_tool_call`. Every failure becomes a tool result the model can read, and results come back
+in call order whatever order they finish.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
-import functools
 import logging
 import threading
 import time
@@ -24,6 +23,7 @@ from talaria.events import ApprovalRequested, EventSink, ToolFinished, ToolStart
 from talaria.interaction import Interactions, RequestLapsed
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.messages.redact import redact
+from talaria.offload import run_user_code
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import ToolCall
 from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
@@ -54,6 +54,7 @@ class BatchResult:
 @dataclass
 class ExecutorSettings:
     max_workers: int = 8
+    """How many calls of one response run at once."""
     default_timeout: float = 600.0
     approval_timeout: float = 300.0
     result_limit: int = 50_000
@@ -69,20 +70,6 @@ class ToolExecutor:
     interactions: Interactions
     settings: ExecutorSettings = field(default_factory=ExecutorSettings)
     telemetry: Telemetry = NO_TELEMETRY
-    _pool: concurrent.futures.ThreadPoolExecutor | None = field(default=None, init=False)
-
-    @property
-    def pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                self.settings.max_workers, thread_name_prefix="talaria-tool"
-            )
-        return self._pool
-
-    def shutdown(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
 
     async def run_batch(
         self,
@@ -133,8 +120,16 @@ class ToolExecutor:
         emit: EventSink,
     ) -> list[CallOutcome]:
         cancels = [threading.Event() for _ in calls]
+        slots = asyncio.Semaphore(max(1, self.settings.max_workers))
+        begun: set[str] = set()
+
+        async def bounded(call: ToolCall, ctx: ToolContext) -> CallOutcome:
+            async with slots:
+                begun.add(call.id)
+                return await self._run_one(call, ctx, emit)
+
         tasks = [
-            asyncio.ensure_future(self._run_one(call, make_context(call, cancel), emit))
+            asyncio.ensure_future(bounded(call, make_context(call, cancel)))
             for call, cancel in zip(calls, cancels, strict=True)
         ]
         gathered = asyncio.gather(*tasks)
@@ -148,7 +143,8 @@ class ToolExecutor:
             for call, task in zip(calls, tasks, strict=True):
                 if task not in done:
                     task.cancel()  # every started call still ends with a ToolFinished event
-                    emit(ToolFinished(call.id, call.name, INTERRUPTED_RESULT, True, 0.0))
+                    if call.id in begun:
+                        emit(ToolFinished(call.id, call.name, INTERRUPTED_RESULT, True, 0.0))
             return [
                 task.result()
                 if task in done and not task.cancelled()
@@ -304,12 +300,8 @@ class ToolExecutor:
         try:
             if tool.is_async:
                 value = await asyncio.wait_for(tool.handler(**kwargs), timeout)
-            else:
-                loop = asyncio.get_running_loop()
-                handler = functools.partial(tool.handler, **kwargs)
-                # in this task's context: spans a handler (or a child agent) starts nest here
-                future = loop.run_in_executor(self.pool, contextvars.copy_context().run, handler)
-                value = await asyncio.wait_for(future, timeout)
+            else:  # a handler that overstays is abandoned to its thread, never waited for
+                value = await run_user_code(tool.handler, timeout=timeout, **kwargs)
         except TimeoutError:
             ctx.interrupt.set()
             return CallOutcome(f"Error: {tool.name} timed out after {timeout:g} s.", True)

@@ -1,0 +1,60 @@
+"""One event loop on a daemon thread for the whole process: where sync `Agent.chat()` runs.
+
+Plain (non-async) code calling `chat()` / `run_conversation()` needs a loop for the turn. One
+shared loop, started on first use, keeps every agent's connections alive between turns without
+an event loop (selector, wake-up pipe, resolver thread) per agent. The turn runs in a copy of
+the caller's context, so its spans nest under the caller's. Callbacks run on this loop's
+thread, like every other sync caller's: a callback should return quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+CANCEL_GRACE = 10.0
+"""Seconds a cancelled turn may take to save what it has (its `finally` blocks)."""
+
+_loop: asyncio.AbstractEventLoop | None = None
+_lock = threading.Lock()
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The process's background loop, started on first use."""
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+            threading.Thread(
+                target=_serve, args=(loop, ready), name="talaria-loop", daemon=True
+            ).start()
+            ready.wait()
+            _loop = loop
+        return _loop
+
+
+def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+    asyncio.set_event_loop(loop)
+    loop.call_soon(ready.set)
+    loop.run_forever()
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the shared loop and wait for it. If the wait itself is interrupted
+    (Ctrl+C: KeyboardInterrupt), the coroutine is cancelled and given `CANCEL_GRACE` seconds
+    to finish before the exception goes on, so nothing keeps running unseen."""
+    # the task is created by a callback that runs in a copy of this thread's context
+    future = asyncio.run_coroutine_threadsafe(coro, shared_loop())
+    try:
+        return future.result()
+    except BaseException:
+        if not future.done():
+            future.cancel()
+            concurrent.futures.wait([future], CANCEL_GRACE)
+        raise
