@@ -1,7 +1,8 @@
 """Step 5-7 of the seed: from the live history to the request a provider receives.
 
-The API copy is repaired (invariant 1) and gets the volatile layers in its newest message only
-(invariant 2); the stored history is never touched.
+The API copy is repaired (invariant 1; incrementally, by the session's `IncrementalRepair`) and
+gets the volatile layers in its newest message only (invariant 2); the stored history is never
+touched.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from talaria.messages.incremental import IncrementalRepair
 from talaria.messages.media import with_tool_images
-from talaria.messages.repair import repair_history
 from talaria.providers.base import Message, ModelRequest
 
 
@@ -19,11 +20,12 @@ def build_messages(
     history: list[Message],
     ephemeral: list[str],
     media: Path | None = None,
+    repair: IncrementalRepair | None = None,
 ) -> list[Message]:
     """System + repaired history, with ephemeral notes appended to the newest message; with
-    `media` (the model takes images), the images tools saved there follow their results."""
-    head: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    messages = repair_history(head + history).messages
+    `media` (the model takes images), the images tools saved there follow their results.
+    `repair` keeps the repaired copy between calls (a one-off repair without it)."""
+    messages = (repair or IncrementalRepair()).messages(system_prompt, history)
     if media is not None:
         messages = with_tool_images(messages, media)
     notes = [note for note in ephemeral if note]

@@ -1,9 +1,12 @@
 """The live history of one session and its write-through to the store.
 
-Invariant 3 ("nothing is lost"): `append` commits each message to the store before returning,
-so the loop never makes a model call with an unsaved message behind it. Writes run off the
-event loop. One writer at a time: a turn holds the session's lease in the store, picks up what
-another writer committed since its last turn, and a second writer gets `SessionBusy`.
+Invariant 3 ("nothing is lost"): `append` commits the unsaved messages to the store, in one
+transaction, before returning, so the loop never makes a model call with an unsaved message
+behind it. A step is one commit: the assistant message is `stage`d while its tool calls run and
+saved with their results, so a killed process loses at most the step in flight and never leaves
+calls without results in the store. Writes run off the event loop. One writer at a time: a turn
+holds the session's lease in the store, picks up what another writer committed since its last
+turn, and a second writer gets `SessionBusy`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from talaria.messages.incremental import IncrementalRepair
 from talaria.messages.text import clean_value
 from talaria.offload import run_blocking
 
@@ -40,11 +44,18 @@ class SessionHandle:
     """How many trailing messages of `history` the store does not hold yet."""
     writer: str | None = None
     """This handle's lease owner id while a turn runs (None between turns)."""
+    repair: IncrementalRepair = field(default_factory=IncrementalRepair, repr=False)
+    """The provider-valid copy of `history`, checked once per appended message."""
 
     async def append(self, *messages: Message) -> None:
+        self.stage(*messages)
+        await self.flush()
+
+    def stage(self, *messages: Message) -> None:
+        """Add to the history without saving yet: the next `append` (or `flush`) saves them
+        together with its own messages."""
         self.history.extend(clean_value(message) for message in messages)
         self.unsaved += len(messages)
-        await self.flush()
 
     async def flush(self) -> None:
         if self.store is None or self.unsaved == 0:

@@ -51,6 +51,7 @@ from talaria.tools.base import ToolContext
 
 log = logging.getLogger("talaria.loop")
 
+ABANDONED_RESULT = "Error: the turn ended before this tool call finished."
 MAX_OVERFLOW_RETRIES = 3
 """Compress-and-resend rounds after context-overflow errors in one model call."""
 
@@ -182,20 +183,22 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
         notes = [state.budget.warning() or "", state.guard.take_note() or ""]
         response = await _call(rt, session, state, notes)
         state.budget.spend()
-        await session.append(response.to_message())
         if not response.tool_calls:
+            await session.append(response.to_message())
             state.final_response = response.text or ""
             state.exit_reason = "text_response"
             rt.emit(StepFinished(state.api_calls, state.api_calls, [], response.text))
             return
         decision = state.guard.review(response.tool_calls)
         if decision.stop_reason:
-            await session.append(*_unrun(response.tool_calls, STOPPED_RESULT))
+            await session.append(
+                response.to_message(), *_unrun(response.tool_calls, STOPPED_RESULT)
+            )
             rt.emit(Notice("warning", decision.stop_reason))
             state.final_response = decision.stop_reason
             state.exit_reason = "loop_detected"
             return
-        halt = await _run_tools(rt, session, state, response.tool_calls, set(decision.refused))
+        halt = await _tool_step(rt, session, state, response, set(decision.refused))
         rt.emit(
             StepFinished(
                 state.api_calls,
@@ -226,7 +229,9 @@ async def _call(
 
     def build(extra: list[str]) -> ModelRequest:
         notes = [*ephemeral, *extra]
-        messages = build_messages(session.system_prompt, session.history, notes, media)
+        messages = build_messages(
+            session.system_prompt, session.history, notes, media, session.repair
+        )
         sent[:] = messages
         return build_request(
             messages,
@@ -326,6 +331,24 @@ def _spent_before_interrupt(rt: Runtime, sent: list[Message], stream: EventStrea
     return usage
 
 
+async def _tool_step(
+    rt: Runtime,
+    session: SessionHandle,
+    state: TurnState,
+    response: ModelResponse,
+    refused: set[int],
+) -> str | None:
+    """The assistant message and its results, saved as one commit once the tools are done.
+    A turn torn down mid-step (cancelled) still closes it: calls without a result get one."""
+    session.stage(response.to_message())
+    staged = session.history[-1]
+    try:
+        return await _run_tools(rt, session, state, response.tool_calls, refused)
+    finally:
+        if session.history[-1] is staged:
+            session.stage(*_unrun(response.tool_calls, ABANDONED_RESULT))
+
+
 async def _run_tools(
     rt: Runtime,
     session: SessionHandle,
@@ -413,7 +436,8 @@ async def _over_budget(
 
     active = rt.caller.chain.active
     prompt = meter.budgets.request_size.estimate(
-        build_messages(session.system_prompt, session.history, []), rt.tool_schemas
+        build_messages(session.system_prompt, session.history, [], repair=session.repair),
+        rt.tool_schemas,
     )
     next_call = Usage(input_tokens=prompt, output_tokens=meter.output_reserve())
     next_call.estimated_cost_usd = estimate_cost(

@@ -88,8 +88,9 @@ def tool_call_problem(call: object) -> str | None:
     return arguments_problem(function.get("arguments"))
 
 
-class _Checker:
-    """One scan over the history; the state is what a provider tracks while reading it."""
+class HistoryScan:
+    """One scan over the history; the state is what a provider tracks while reading it.
+    `problems` so far, and `pending` calls still waiting for their results."""
 
     def __init__(self) -> None:
         self.problems: list[str] = []
@@ -182,10 +183,10 @@ class _Checker:
 
 
 _ROLE_CHECKS = {
-    "system": _Checker.system,
-    "user": _Checker.user,
-    "assistant": _Checker.assistant,
-    "tool": _Checker.tool,
+    "system": HistoryScan.system,
+    "user": HistoryScan.user,
+    "assistant": HistoryScan.assistant,
+    "tool": HistoryScan.tool,
 }
 
 
@@ -195,13 +196,18 @@ def history_problems(messages: Sequence[object]) -> list[str]:
     An empty list means a provider will accept the history. Empty tool results are allowed
     (providers take them); `repair_history` still rewrites them to ``(no output)``.
     """
-    checker = _Checker()
+    return scan_history(messages).finish(len(messages))
+
+
+def scan_history(messages: Sequence[object]) -> HistoryScan:
+    """The scan of `messages` left open: more messages can be checked against its state."""
+    checker = HistoryScan()
     for index, message in enumerate(messages):
         checker.check(index, message)
     start = 1 if messages and _role(messages[0]) == "system" else 0
     if len(messages) > start and _role(messages[start]) != "user":
         checker.add(start, "the first message after the system prompt is not a user message")
-    return checker.finish(len(messages))
+    return checker
 
 
 def _role(message: object) -> object:
