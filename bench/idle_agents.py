@@ -4,7 +4,8 @@ After one warm-up agent (so that imports and process-wide pools are not counted)
 are built and each runs one turn of `--steps` model calls against the scripted provider in
 its own process; they stay referenced, idle. Printed: resident memory added per idle agent,
 threads alive, open file descriptors and event loops alive, for `achat` on one event loop
-(`--mode async`) or `chat()` from plain code (`--mode sync`).
+(`--mode async`) or `chat()` from plain code (`--mode sync`). The agents share one home (one
+session database, as a server's sessions do) unless `--separate-homes`.
 
     python bench/idle_agents.py --agents 200 --steps 3 --mode async
 """
@@ -60,12 +61,15 @@ def loops_alive() -> int:
     return sum(isinstance(o, asyncio.AbstractEventLoop) for o in gc.get_objects())
 
 
+SEPARATE_HOMES = False
+
+
 def make_agent(url: str, home: Path, index: int) -> Agent:
     return Agent(
         model="scripted-model",
         base_url=url,
         api_key="bench",
-        home=home / f"a{index}",
+        home=home / f"a{index}" if SEPARATE_HOMES else home,
         cwd=home,
         tools=[noop],
         toolsets=[],
@@ -123,7 +127,11 @@ def measure(agents: int, rss0: int, threads0: int) -> dict[str, Any]:
     }
 
 
-def run(agents: int = 100, steps: int = 3, mode: str = "async") -> dict[str, Any]:
+def run(
+    agents: int = 100, steps: int = 3, mode: str = "async", separate: bool = False
+) -> dict[str, Any]:
+    global SEPARATE_HOMES
+    SEPARATE_HOMES = separate
     with (
         ProviderProcess(tool_loop_plan(steps)) as provider,
         tempfile.TemporaryDirectory() as tmp,
@@ -132,7 +140,8 @@ def run(agents: int = 100, steps: int = 3, mode: str = "async") -> dict[str, Any
             figures = asyncio.run(run_async(agents, steps, provider.url, Path(tmp)))
         else:
             figures = run_sync(agents, steps, provider.url, Path(tmp))
-    return {"agents": agents, "steps": steps, "mode": mode, **figures}
+    homes = "separate" if separate else "shared"
+    return {"agents": agents, "steps": steps, "mode": mode, "homes": homes, **figures}
 
 
 def main() -> None:
@@ -140,8 +149,10 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--steps", type=int, default=3, help="model calls in the one turn")
     parser.add_argument("--mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--separate-homes", action="store_true", help="a database per agent")
     args = parser.parse_args()
-    print(json.dumps(run(args.agents, args.steps, args.mode), indent=2))
+    figures = run(args.agents, args.steps, args.mode, args.separate_homes)
+    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-IO_WORKERS = 6
+IO_WORKERS = 4
 """Store work: SQLite serialises writes per database and PostgreSQL pools ten connections,
 so more threads would only wait on a lock."""
 USER_WORKERS = 8

@@ -12,7 +12,8 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 def open_store(url: str | None, home: Path, options: dict[str, Any] | None = None) -> SessionStore:
     """`postgresql://...` opens the PostgreSQL store (one pool per process and URL); None or
-    `sqlite:///path` opens a SQLite file (default `<home>/state.db`)."""
+    `sqlite:///path` opens a SQLite file (default `<home>/state.db`), one connection per
+    process and file."""
     if url and url.startswith(POSTGRES_SCHEMES):
         try:
             from talaria.store.postgres import PostgresSessionStore
@@ -31,4 +32,4 @@ def open_store(url: str | None, home: Path, options: dict[str, Any] | None = Non
         )
     path = Path(url[len("sqlite:///") :]) if url else home / "state.db"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return SQLiteSessionStore(path)
+    return SQLiteSessionStore.shared(path)

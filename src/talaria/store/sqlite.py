@@ -8,6 +8,7 @@ sessions load. Appends insert only the new rows (cost independent of history len
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import threading
@@ -67,6 +68,10 @@ _SESSION_COLUMNS = (
 )
 
 
+_SHARED: dict[tuple[int, str], SQLiteSessionStore] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
     message = str(exc).lower()
     return "locked" in message or "busy" in message
@@ -89,6 +94,8 @@ class SQLiteSessionStore:
         self._clock = clock
         self._max_retries = max_retries
         self._lock = threading.RLock()
+        self._users = 1
+        self._shared_key: tuple[int, str] | None = None
         self._tx_thread: int | None = None
         try:
             self._conn = sqlite3.connect(
@@ -99,6 +106,21 @@ class SQLiteSessionStore:
         self._conn.row_factory = sqlite3.Row
         self._read(lambda c: self._configure(c, busy_timeout))
         self._migrate()
+
+    @classmethod
+    def shared(cls, path: str | Path) -> SQLiteSessionStore:
+        """The process's store for the file at `path`, one connection for every agent that
+        uses it (a connection holds about 250 KB of caches). Each call needs its `close`."""
+        key = (os.getpid(), str(Path(path).resolve()))  # a forked child opens its own
+        with _SHARED_LOCK:
+            store = _SHARED.get(key)
+            if store is not None:
+                store._users += 1
+                return store
+            store = cls(path)
+            store._shared_key = key
+            _SHARED[key] = store
+            return store
 
     @staticmethod
     def _configure(conn: sqlite3.Connection, busy_timeout: float) -> None:
@@ -601,6 +623,13 @@ class SQLiteSessionStore:
         self._write(work)
 
     def close(self) -> None:
+        """Close the connection (a `shared` store: once its last user closes it)."""
+        with _SHARED_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            if self._shared_key is not None and _SHARED.get(self._shared_key) is self:
+                del _SHARED[self._shared_key]
         with self._lock:
             self._conn.close()
 
