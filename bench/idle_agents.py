@@ -25,19 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from agents_one_loop import noop
 from common import ProviderProcess, tool_loop_plan
 
-from talaria import Agent, tool
-
-
-@tool
-def noop(n: int) -> str:
-    """Do nothing and say ok.
-
-    Args:
-        n: any number
-    """
-    return "ok"
+from talaria import Agent
 
 
 def rss_kb() -> int:

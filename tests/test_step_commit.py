@@ -35,16 +35,19 @@ class CountingStore(SQLiteSessionStore):
         self.appends.append([message["role"] for _, message in items])
 
 
-def test_each_step_is_saved_in_one_commit(tmp_path: Path) -> None:
+def _run(tmp_path: Path, steps: list[Any], prompt: str) -> tuple[CountingStore, dict[str, Any]]:
     store = CountingStore(tmp_path / "state.db")
-    steps = [calls(("add", {"a": n, "b": 1}), ("add", {"a": n, "b": 2})) for n in range(4)]
-    model = ScriptedModel([*steps, text("done")])
     with Agent(
-        model=model, home=tmp_path, store=store, tools=[add], toolsets=[],
+        model=ScriptedModel(steps), home=tmp_path, store=store, tools=[add], toolsets=[],
         config={"context.engine": "none"},
     ) as agent:  # fmt: skip
-        result = agent.run_conversation(user_message="add things")
-        stored = store.load_messages(result["session_id"])
+        return store, agent.run_conversation(user_message=prompt)
+
+
+def test_each_step_is_saved_in_one_commit(tmp_path: Path) -> None:
+    steps = [calls(("add", {"a": n, "b": 1}), ("add", {"a": n, "b": 2})) for n in range(4)]
+    store, result = _run(tmp_path, [*steps, text("done")], "add things")
+    stored = store.load_messages(result["session_id"])
     assert result["final_response"] == "done"
     assert store.appends == [
         ["user"],
@@ -55,15 +58,9 @@ def test_each_step_is_saved_in_one_commit(tmp_path: Path) -> None:
 
 
 def test_a_loop_stopped_by_the_guard_saves_its_step_whole(tmp_path: Path) -> None:
-    store = CountingStore(tmp_path / "state.db")
     same = ("add", {"a": 1, "b": 1})
-    model = ScriptedModel([calls(same) for _ in range(8)])
-    with Agent(
-        model=model, home=tmp_path, store=store, tools=[add], toolsets=[],
-        config={"context.engine": "none"},
-    ) as agent:  # fmt: skip
-        result = agent.run_conversation(user_message="again and again")
-        stored = store.load_messages(result["session_id"])
+    store, result = _run(tmp_path, [calls(same) for _ in range(8)], "again and again")
+    stored = store.load_messages(result["session_id"])
     assert result["turn_exit_reason"] == "loop_detected"
     assert store.appends[-1] == ["assistant", "tool"], "the stopped call's result came with it"
     assert all(roles[0] != "tool" for roles in store.appends)

@@ -24,6 +24,7 @@ from talaria.store.base import (
     SessionExists,
     SessionNotFound,
     SessionStore,
+    StoreError,
     TitleInUse,
     UsageRecord,
     new_writer_id,
@@ -156,6 +157,25 @@ class StoreConformance:
         assert [m["content"] for m in store.load_messages("s1")][-1] == "echo"
         with pytest.raises(SessionNotFound):
             store.truncate_messages("missing", 0)
+
+    def test_a_step_is_appended_whole_or_not_at_all(self, store: SessionStore) -> None:
+        """The loop appends a step (the assistant message and its tool results) in one call:
+        it is one transaction, so a refused step leaves no part of itself behind."""
+        store.create_session("s1")
+        owner, other = new_writer_id(), new_writer_id()
+        store.append_messages("s1", [(0, {"role": "user", "content": "go"})], writer=owner)
+        step = [
+            (1, {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}),
+            (2, {"role": "tool", "tool_call_id": "call_1", "content": "print('hi')"}),
+        ]
+        with pytest.raises(StoreError):
+            store.append_messages("s1", [*step, (-3, {"role": "user", "content": "bad seq"})])
+        with pytest.raises(SessionBusy):
+            store.append_messages("s1", step, writer=other)
+        assert store.message_count("s1") == 1 and len(store.load_messages("s1")) == 1
+        store.append_messages("s1", step, writer=owner)
+        assert [m["role"] for m in store.load_messages("s1")] == ["user", "assistant", "tool"]
+        assert store.message_count("s1") == 3
 
     def test_append_to_unknown_session_is_refused(self, store: SessionStore) -> None:
         with pytest.raises(SessionNotFound):
