@@ -164,7 +164,7 @@ class StoreConformance:
         store.create_session("s1")
         owner, other = new_writer_id(), new_writer_id()
         store.append_messages("s1", [(0, {"role": "user", "content": "go"})], writer=owner)
-        step = [
+        step: list[tuple[int, dict[str, Any]]] = [
             (1, {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}),
             (2, {"role": "tool", "tool_call_id": "call_1", "content": "print('hi')"}),
         ]
