@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from helpers import add
 from talaria import Agent, tool
+from talaria.loop.turn import ABANDONED_RESULT
 from talaria.offload import IO_WORKERS, USER_WORKERS, lane
 from talaria.testing import ScriptedModel, call, text
 
@@ -158,3 +162,29 @@ def test_sync_chat_keeps_no_loop_or_thread_per_agent(tmp_path: Path) -> None:
 def _loops_alive() -> int:
     gc.collect()
     return sum(isinstance(o, asyncio.AbstractEventLoop) for o in gc.get_objects())
+
+
+def test_ctrl_c_during_a_sync_turn_stops_that_turn(tmp_path: Path) -> None:
+    """A KeyboardInterrupt while `chat()` waits cancels the turn on the shared loop: it closes
+    its step (the running call gets a result) and saves it, instead of running on unseen."""
+    global gate
+    gate = Gate()
+    agent = _agent(tmp_path, call("wait_at_gate", {"n": 1}), text("next answer"))
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def interrupt_once_inside() -> None:
+        if gate.entered.acquire(timeout=10):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_inside, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.chat("wait for it")
+        assert agent.chat("are you there?") == "next answer"
+        stored = agent.store.load_messages(agent.session_id or "")
+    finally:
+        gate.open.set()
+        agent.close()
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
+    assert stored[2]["content"] == ABANDONED_RESULT

@@ -10,7 +10,6 @@ thread, like every other sync caller's: a callback should return quickly.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -48,13 +47,21 @@ def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` on the shared loop and wait for it. If the wait itself is interrupted
     (Ctrl+C: KeyboardInterrupt), the coroutine is cancelled and given `CANCEL_GRACE` seconds
-    to finish before the exception goes on, so nothing keeps running unseen."""
+    to finish (its `finally` blocks save what it has) before the exception goes on, so nothing
+    keeps running unseen."""
+    finished = threading.Event()
+
+    async def tracked() -> T:
+        try:
+            return await coro
+        finally:
+            finished.set()
+
     # the task is created by a callback that runs in a copy of this thread's context
-    future = asyncio.run_coroutine_threadsafe(coro, shared_loop())
+    future = asyncio.run_coroutine_threadsafe(tracked(), shared_loop())
     try:
         return future.result()
     except BaseException:
-        if not future.done():
-            future.cancel()
-            concurrent.futures.wait([future], CANCEL_GRACE)
+        future.cancel()
+        finished.wait(CANCEL_GRACE)
         raise
