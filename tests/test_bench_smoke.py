@@ -55,6 +55,7 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
         "telemetry_overhead",
         "run_all",
         "transport",
+        "idle_agents",
     ],
 )
 def test_every_bench_module_imports_without_side_effects(name: str) -> None:
@@ -257,3 +258,13 @@ def test_telemetry_bench_runs_its_three_variants(tmp_path: Path) -> None:
     }
     assert len(rows) == 2 * 3 + 1  # CPU and wall per variant, then the import
     assert all(isinstance(row["talaria"], float) for row in rows)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_idle_agents_bench_reports_the_cost_of_an_idle_agent(mode: str) -> None:
+    figures = bench("idle_agents").run(agents=4, steps=2, mode=mode)
+    assert figures["agents"] == 4 and figures["homes"] == "shared"
+    # the running loop, and the shared one of sync callers once an earlier test used it
+    assert figures["event_loops_alive"] <= 2, "no event loop per agent"
+    assert figures["threads_idle"] < 4 + 20, "no thread per agent"
+    assert isinstance(figures["rss_per_idle_agent_kb"], float)
