@@ -49,10 +49,12 @@ def test_a_150_step_history_checks_each_message_once() -> None:
 
     async def run() -> list[list[dict[str, Any]]]:
         await session.append({"role": "user", "content": "count"})
-        sent = [build_messages(session.system_prompt, session.history, [], session.repair)]
+        sent = [build_messages(session.system_prompt, session.history, [], repair=session.repair)]
         for n in range(STEPS):
             await session.append(*_step(n))
-            sent.append(build_messages(session.system_prompt, session.history, [], session.repair))
+            sent.append(
+                build_messages(session.system_prompt, session.history, [], repair=session.repair)
+            )
         return sent
 
     sent = asyncio.run(run())
@@ -79,10 +81,10 @@ def test_a_broken_outside_history_is_repaired_exactly_as_before() -> None:
 
     async def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         await session.use_history(BROKEN)
-        first = build_messages(session.system_prompt, session.history, [], session.repair)
+        first = build_messages(session.system_prompt, session.history, [], repair=session.repair)
         await session.append({"role": "assistant", "content": "ok"})
         await session.append({"role": "user", "content": "three"})
-        later = build_messages(session.system_prompt, session.history, [], session.repair)
+        later = build_messages(session.system_prompt, session.history, [], repair=session.repair)
         return first, later
 
     first, later = asyncio.run(run())
@@ -103,9 +105,9 @@ def test_a_replaced_or_cut_history_is_repaired_whole_again() -> None:
 
     async def run() -> list[dict[str, Any]]:
         await session.append({"role": "user", "content": "count"}, *_step(0), *_step(1))
-        build_messages(None, session.history, [], session.repair)
+        build_messages(None, session.history, [], repair=session.repair)
         session.history = session.history[:2]  # cut after a call: its result is gone
-        return build_messages(None, session.history, [], session.repair)
+        return build_messages(None, session.history, [], repair=session.repair)
 
     cut = asyncio.run(run())
     assert cut[-1] == {"role": "tool", "tool_call_id": "call_0", "content": MISSING_RESULT}
@@ -117,9 +119,9 @@ def test_a_tail_that_breaks_a_rule_is_repaired() -> None:
 
     async def run() -> list[dict[str, Any]]:
         await session.append({"role": "user", "content": "hi"})
-        build_messages(None, session.history, [], session.repair)
+        build_messages(None, session.history, [], repair=session.repair)
         await session.append({"role": "user", "content": "again"})  # two user turns in a row
-        return build_messages(None, session.history, [], session.repair)
+        return build_messages(None, session.history, [], repair=session.repair)
 
     merged = asyncio.run(run())
     assert merged == repair_history(session.history).messages and len(merged) == 1
