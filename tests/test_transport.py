@@ -113,8 +113,10 @@ with ScriptedProvider([Reply(text=str(n)) for n in range(20)]) as server:
 
 
 def test_sync_turns_and_dropped_agents_leave_no_warnings(tmp_path: Path) -> None:
-    """A loop per synchronous agent, an `asyncio.run` per async turn, agents dropped without
-    close(): nothing is printed, not even in development mode, and no socket stays open."""
+    """Synchronous agents on the process's shared loop, an `asyncio.run` per async turn, agents
+    dropped without close(): nothing is printed, not even in development mode, and no socket
+    stays open per agent (the shared loop's pool keeps one keep-alive connection for the next
+    agent: its two ends, both in this process)."""
     code = f"""
 import asyncio, gc, pathlib, time
 from talaria.testing import ScriptedProvider, Reply
@@ -140,7 +142,7 @@ with ScriptedProvider([Reply(text=str(n)) for n in range(8)]) as server:
 """
     out = _python(code, "-W", "error::ResourceWarning", "-X", "dev")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "0"
+    assert int(out.stdout.strip()) <= 2
     assert "Event loop is closed" not in out.stderr
     assert "unclosed" not in out.stderr.lower()
     assert "Task was destroyed" not in out.stderr
