@@ -459,3 +459,54 @@ print(asyncio.run(main()))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['canned', 'canned']"
     assert chosen == ["h2"], "two calls, one HTTP/2 connection"
+
+
+# ---- the context-window probe ---------------------------------------------------------------
+
+
+def test_the_window_probe_asks_each_endpoint_once_per_process() -> None:
+    """Ten agents starting at once on a local server: one probe, one answer for all."""
+    import json as json_module
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from talaria.providers.profiles.context_windows import fetch_endpoint_context_length
+
+    asked: list[str] = []
+    listing = json_module.dumps({"data": [{"id": "q", "max_model_len": 12_288}]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            found = self.path == "/v1/models"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Length", str(len(listing) if found else 0))
+            self.end_headers()
+            if found:
+                self.wfile.write(listing)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.do_GET()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+
+    async def ten_at_once() -> list[int | None]:
+        probes = [fetch_endpoint_context_length(url, None, "q") for _ in range(10)]
+        return list(await asyncio.gather(*probes))
+
+    try:
+        first = asyncio.run(ten_at_once())
+        later = asyncio.run(fetch_endpoint_context_length(url, None, "q"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert first == [12_288] * 10 and later == 12_288
+    assert sorted(asked) == sorted(
+        ["/props", "/slots", "/api/v0/models", "/api/show", "/v1/models"]
+    )
