@@ -32,7 +32,7 @@ def test_precedence_arguments_file_environment_defaults(tmp_path: Path) -> None:
     [
         ("model: [unclosed\n", "not valid YAML"),
         ("- just\n- a list\n", "expected a mapping"),
-        ("agent:\n  max_turns: lots\n", "agent.max_turns must be a number"),
+        ("agent:\n  max_turns: lots\n", 'agent.max_turns: found "lots", expected a whole number'),
         ("compression:\n  threshold: 7\n", "compression.threshold"),
         ("approvals:\n  mode: sometimes\n", "approvals.mode"),
     ],

@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
+    from talaria.config_schema import ConfigError
     from talaria.tools.base import Tool, ToolContext, ToolError
     from talaria.tools.decorator import tool
 
@@ -16,13 +17,23 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Agent": ("talaria.agent", "Agent"),
     "AIAgent": ("talaria.agent", "Agent"),
+    "ConfigError": ("talaria.config_schema", "ConfigError"),
     "tool": ("talaria.tools.decorator", "tool"),
     "Tool": ("talaria.tools.base", "Tool"),
     "ToolContext": ("talaria.tools.base", "ToolContext"),
     "ToolError": ("talaria.tools.base", "ToolError"),
 }
 
-__all__ = ["AIAgent", "Agent", "Tool", "ToolContext", "ToolError", "__version__", "tool"]
+__all__ = [
+    "AIAgent",
+    "Agent",
+    "ConfigError",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "__version__",
+    "tool",
+]
 
 
 def __getattr__(name: str) -> Any:

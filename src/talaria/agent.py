@@ -143,6 +143,7 @@ class Agent:
         from talaria.loop.profile import ensure_profile
         from talaria.loop.turn import busy_result, result_dict, run_turn
         from talaria.store.base import SessionBusy
+        from talaria.tools.process_tracking import kill_owned
 
         _check_user_message(user_message)
         if not self._turn_lock.acquire(blocking=False):
@@ -161,6 +162,7 @@ class Agent:
                 runtime.services.session_id = session.id
                 state = await run_turn(runtime, session, user_message, task)
             finally:
+                kill_owned(session.id, background=False)  # nothing of the turn outlives it
                 await _release_quietly(session)
             self._record_turn(session, state)
             return result_dict(state, session, self._interrupt.message)
@@ -285,30 +287,56 @@ class Agent:
         if self._store is None:
             from talaria.store.factory import open_store
 
-            self.home.mkdir(parents=True, exist_ok=True)
             self._store = open_store(
                 self.config.get("store.url"), self.home, self.config.get("store", {})
             )
         return self._store
 
+    @property
+    def unsaved_messages(self) -> int:
+        """Messages of the session the store does not hold (it failed); saving is retried
+        with the next turn and at `close()`."""
+        return self._session.unsaved if self._session is not None else 0
+
     def close(self) -> None:
-        """End the session and release connections, threads and the database."""
-        if self._runtime is not None and not _loop_running():
-            self._run_sync(self._runtime.caller.chain.aclose())
+        """End the session and release connections, threads, processes and the database.
+        Never raises: a failure is logged (the session's messages are already stored)."""
+        if not _loop_running() and (self._runtime is not None or self._session is not None):
+            _quietly("finishing the session", self._run_sync, self._finish())
         self._release()
 
     async def aclose(self) -> None:
         """`close` for agents driven from your own event loop (`achat`, `arun_conversation`)."""
-        if self._runtime is not None:
-            await self._runtime.caller.chain.aclose()
+        await self._finish()
         self._release()
 
+    async def _finish(self) -> None:
+        """Save what the store still lacks (a failed save is retried once more) and close the
+        model clients; failures are logged."""
+        session = self._session
+        try:
+            if session is not None and session.store is not None:
+                await session.flush()
+                session.store.release_writer(session.id, self._writer_id)  # if a turn could not
+        except Exception as exc:
+            log.warning("session %s: %d message(s) not saved: %s", self.session_id,
+                        self.unsaved_messages, exc)  # fmt: skip
+        try:
+            if self._runtime is not None:
+                await self._runtime.caller.chain.aclose()
+        except Exception as exc:
+            log.warning("closing the model clients failed: %s", exc)
+
     def _release(self) -> None:
+        from talaria.tools.process_tracking import kill_owned
+
         self._end_session("closed")
+        if self._session is not None:
+            kill_owned(self._session.id)
         if self._runtime is not None:
             self._runtime.close()
         if self._store is not None and self._owns_store:
-            self._store.close()
+            _quietly("closing the store", self._store.close)
             self._store = None
 
     def __enter__(self) -> Agent:
@@ -373,8 +401,8 @@ class Agent:
                     for (model, provider), (usage, calls) in state.models.entries.items()
                 ],
             )
-        except StoreError:
-            log.warning("session %s: usage totals not saved", session.id, exc_info=True)
+        except StoreError as exc:
+            log.warning("session %s: usage totals not saved: %s", session.id, exc)
 
     def _end_session(self, reason: str) -> None:
         if self._session is None:
@@ -384,7 +412,13 @@ class Agent:
         kill_session_processes(self._session.id)
         self.approvals.end_session()
         if self._store is not None:
-            self._store.update_session(self._session.id, end_reason=reason, ended=True)
+            _quietly(
+                "recording the session end",
+                self._store.update_session,
+                self._session.id,
+                end_reason=reason,
+                ended=True,
+            )
             self.hooks.emit("on_session_end", session_id=self._session.id)
 
     def _persist_allowlist(self, command: str) -> None:
@@ -422,6 +456,14 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _quietly(what: str, step: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Run one clean-up step; a failure is one log line, never an exception."""
+    try:
+        step(*args, **kwargs)
+    except Exception as exc:
+        log.warning("%s failed: %s", what, exc)
 
 
 async def _release_quietly(session: SessionHandle) -> None:

@@ -1,79 +1,30 @@
 """Configuration: arguments > $TALARIA_HOME/config.yaml > environment > defaults.
 
 The file is plain YAML with the dotted keys of DESIGN.md (`model.default`, `agent.max_turns`,
-`compression.threshold`, ...). A broken file is a clear `ConfigError` naming the file and the
-problem; it never silently falls back to defaults.
+`compression.threshold`, ...). Each layer is checked against `config_schema.SCHEMA` when it is
+loaded: a wrong value is one `ConfigError` line naming the file, the key, what was found and
+what is expected; it never silently falls back to defaults.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULTS: dict[str, Any] = {
-    "model": {
-        "default": None,
-        "provider": None,
-        "base_url": None,
-        "api_key": None,
-        "api_mode": None,
-        "context_length": None,
-        "max_tokens": None,
-        "first_byte_timeout": 120,
-        "stream_idle_timeout": 90,
-        "api_key_command": None,
-        "options": {},
-    },
-    "agent": {
-        "max_turns": 90,
-        "max_tool_workers": 8,
-        "stream": True,
-        "tool_timeout": 600,
-        "max_cost_usd": None,
-        "max_session_cost_usd": None,
-        "max_tokens_per_turn": None,
-        "max_session_tokens": None,
-    },
-    "compression": {"enabled": True, "threshold": 0.5, "protect_last_n": 20},
-    "context": {"engine": "default"},
-    "prompt": {"profile": "auto", "lean_below": 16384},
-    "tools": {"text_calls": True},
-    "providers": {},
-    "profiles": {},
-    "prompt_caching": {"enabled": True, "ttl": "5m"},
-    "fallback_providers": [],
-    "auxiliary": {},
-    "delegation": {"max_iterations": 50, "max_concurrent_children": 3, "timeout": 600},
-    "memory": {"enabled": True, "memory_char_limit": 2200, "user_char_limit": 1375},
-    "approvals": {"mode": "manual", "timeout": 300},
-    "sandbox": {
-        "mode": "workspace-write",
-        "network": False,
-        "writable_roots": [],
-        "required": False,
-    },
-    "command_allowlist": [],
-    "retry": {"max_attempts": 3, "base_delay": 1.0, "max_delay": 30.0},
-    "telemetry": {"enabled": False, "capture_content": False, "agent_name": "talaria"},
-    "store": {"url": None, "pool_size": 10},
-    "durable": {"heartbeat_timeout": 30, "model_call_timeout": 900, "lease_ttl": 900},
-}
+from talaria.config_schema import ConfigError, defaults, problems, suggestion
+from talaria.config_schema import unknown_keys as schema_unknown_keys
 
-BUDGET_KEYS = (
-    "agent.max_cost_usd",
-    "agent.max_session_cost_usd",
-    "agent.max_tokens_per_turn",
-    "agent.max_session_tokens",
-)
-"""Spending limits: unset (None) means no limit."""
+__all__ = ["DEFAULTS", "Config", "ConfigError", "default_home", "set_config_value"]
 
+log = logging.getLogger("talaria.config")
 
-class ConfigError(ValueError):
-    """The configuration cannot be used as written."""
+DEFAULTS: dict[str, Any] = defaults()
+"""Every setting's default (built from `config_schema.SCHEMA`)."""
 
 
 def default_home() -> Path:
@@ -83,6 +34,8 @@ def default_home() -> Path:
 def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
+        if value is None and isinstance(merged.get(key), dict):
+            continue  # an empty section (`model:` with nothing under it) keeps the defaults
         if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
             merged[key] = _deep_merge(merged[key], value)
         else:
@@ -99,14 +52,29 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML{_where(exc)}; {REPAIR_HINT}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: found {type(data).__name__}, expected a mapping of settings; {REPAIR_HINT}"
+        )
     return data
+
+
+REPAIR_HINT = "fix it in an editor, or move it aside (mv config.yaml config.yaml.bak) and retry"
+
+
+def _where(exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or ""
+    if mark is None:
+        return ""
+    return f" at line {mark.line + 1}, column {mark.column + 1}" + (
+        f" ({problem})" if problem else ""
+    )
 
 
 def _environment_layer(env: Mapping[str, str]) -> dict[str, Any]:
@@ -143,13 +111,18 @@ class Config:
     ) -> Config:
         home_path = Path(home).expanduser() if home else default_home()
         path = home_path / "config.yaml"
-        data = _deep_merge(copy.deepcopy(DEFAULTS), _environment_layer(env or os.environ))
-        data = _deep_merge(data, read_config_file(path))
+        environment = _environment_layer(env or os.environ)
+        _check_layer(environment, "the environment (TALARIA_*)")
+        from_file = read_config_file(path)
+        _check_layer(from_file, str(path))
+        _warn_unknown(from_file, path)
+        data = _deep_merge(copy.deepcopy(DEFAULTS), environment)
+        data = _deep_merge(data, from_file)
         if overrides:
-            data = _deep_merge(data, _expand_dotted(overrides))
-        config = cls(data=data, home=home_path, path=path)
-        config.validate()
-        return config
+            expanded = _expand_dotted(overrides)
+            _check_layer(expanded, "config argument")
+            data = _deep_merge(data, expanded)
+        return cls(data=data, home=home_path, path=path)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.data
@@ -160,63 +133,25 @@ class Config:
         return default if node is None else node
 
     def validate(self) -> None:
-        checks: dict[str, type | tuple[type, ...]] = {
-            "agent.max_turns": int,
-            "compression.threshold": (int, float),
-            "compression.protect_last_n": int,
-            "delegation.max_iterations": int,
-            "delegation.max_concurrent_children": int,
-            "memory.memory_char_limit": int,
-            "memory.user_char_limit": int,
-        }
-        for key, expected in checks.items():
-            value = self.get(key)
-            if isinstance(value, bool) or not isinstance(value, expected):
-                raise ConfigError(f"{self.path or 'config'}: {key} must be a number, got {value!r}")
-        threshold = float(self.get("compression.threshold"))
-        if not 0.05 <= threshold <= 1.0:
-            raise ConfigError(f"{self.path or 'config'}: compression.threshold must be in (0, 1]")
-        if self.get("approvals.mode") not in ("manual", "off"):
-            raise ConfigError(f"{self.path or 'config'}: approvals.mode must be 'manual' or 'off'")
-        for key in BUDGET_KEYS:
-            limit = self.get(key)
-            if limit is not None and (
-                isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0
-            ):
-                raise ConfigError(
-                    f"{self.path or 'config'}: {key} must be a positive number, got {limit!r}"
-                )
-        self._validate_sandbox()
-        if self.get("prompt.profile") not in ("auto", "full", "lean"):
-            raise ConfigError(
-                f"{self.path or 'config'}: prompt.profile must be 'auto', 'full' or 'lean'"
-            )
-        if not isinstance(self.get("fallback_providers", []), list):
-            raise ConfigError(f"{self.path or 'config'}: fallback_providers must be a list")
-        self._validate_profiles()
+        """Check the merged settings against the schema (raises the first problem)."""
+        _check_layer(self.data, str(self.path or "config"))
 
-    def _validate_profiles(self) -> None:
-        """The ``profiles:`` section (model-family overrides); imported only when there is one."""
-        profiles = self.get("profiles", {})
-        if profiles == {}:
-            return
-        from talaria.providers.profiles.profile import profiles_problem
 
-        problem = profiles_problem(profiles)
-        if problem:
-            raise ConfigError(f"{self.path or 'config'}: {problem}")
+def _check_layer(layer: dict[str, Any], origin: str) -> None:
+    found = problems(layer)
+    if found:
+        raise ConfigError(found[0].line(origin))
 
-    def _validate_sandbox(self) -> None:
-        where = self.path or "config"
-        modes = ("read-only", "workspace-write", "full-access")
-        if self.get("sandbox.mode") not in modes:
-            raise ConfigError(f"{where}: sandbox.mode must be one of {', '.join(modes)}")
-        roots = self.get("sandbox.writable_roots", [])
-        if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
-            raise ConfigError(f"{where}: sandbox.writable_roots must be a list of paths")
-        for key in ("sandbox.network", "sandbox.required"):
-            if not isinstance(self.get(key, False), bool):
-                raise ConfigError(f"{where}: {key} must be true or false")
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_unknown(layer: dict[str, Any], path: Path) -> None:
+    """A key talaria does not know is a warning, once per file and key (newer configs load)."""
+    for key in schema_unknown_keys(layer):
+        if (str(path), key) not in _warned:
+            _warned.add((str(path), key))
+            log.warning("%s: unknown setting %s%s; ignored", path, key, suggestion(key))
 
 
 def _expand_dotted(overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ value would make the configuration invalid.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -16,36 +15,21 @@ from typing import Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
 
-OPEN_SECTIONS = frozenset({"auxiliary", "fallback_providers", "command_allowlist", "mcp_servers"})
+OPEN_SECTIONS = frozenset(
+    {"auxiliary", "fallback_providers", "command_allowlist", "mcp_servers", "providers"}
+)
 """Sections whose keys are the user's to choose (e.g. auxiliary.<task>.model)."""
 
 SECRET_MARKERS = ("key", "token", "secret", "password", "authorization")
 
 
-def known_keys(tree: dict[str, Any], prefix: str = "") -> list[str]:
-    """Every dotted leaf key of a nested settings mapping."""
-    keys: list[str] = []
-    for name, value in tree.items():
-        dotted = f"{prefix}{name}"
-        if isinstance(value, dict) and value:
-            keys.extend(known_keys(value, dotted + "."))
-        else:
-            keys.append(dotted)
-    return keys
-
-
 def check_key(key: str) -> str | None:
     """None when `key` is a setting talaria reads; otherwise why not, with a suggestion."""
-    from talaria.config import DEFAULTS
+    from talaria.config_schema import SCHEMA, suggestion
 
-    if key.split(".", 1)[0] in OPEN_SECTIONS:
+    if key in SCHEMA or key.split(".", 1)[0] in OPEN_SECTIONS:
         return None
-    keys = known_keys(DEFAULTS)
-    if key in keys:
-        return None
-    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    return f"unknown setting {key!r}{hint}"
+    return f"unknown setting {key!r}{suggestion(key)}"
 
 
 def mask_secrets(value: Any, name: str = "") -> Any:
@@ -96,9 +80,12 @@ def _show(home: Path) -> int:
 
 
 def _set(home: Path, key: str | None, raw: str | None) -> int:
+    """Write one key. The new value is checked first; problems the file already had elsewhere
+    do not block the change (that is how a broken file gets repaired), they are reported."""
     import yaml
 
-    from talaria.config import Config, ConfigError, set_config_value
+    from talaria.config import ConfigError, read_config_file, set_config_value
+    from talaria.config_schema import check_value, problems
 
     if not key or raw is None:
         print("talaria: usage: talaria config set <key> <value>", file=sys.stderr)
@@ -112,17 +99,15 @@ def _set(home: Path, key: str | None, raw: str | None) -> int:
     except yaml.YAMLError:
         value = raw
     path = home / "config.yaml"
-    before = path.read_text(encoding="utf-8") if path.exists() else None
-    set_config_value(path, key, value)
+    check_value(key, value, f"{path} (new value)")
     try:
-        Config.load(home)
-    except ConfigError:
-        if before is None:
-            path.unlink()
-        else:
-            path.write_text(before, encoding="utf-8")
-        raise
+        set_config_value(path, key, value)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be written: {exc.strerror or exc}") from None
     leaf = key.rsplit(".", 1)[-1]
     shown = mask_secrets({leaf: value})[leaf]
     print(f"{key} = {shown if isinstance(shown, str) else json.dumps(shown)}  ({path})")
-    return EXIT_OK
+    remaining = problems(read_config_file(path))
+    for left in remaining:
+        print(f"talaria: still to fix: {left.line(str(path))}", file=sys.stderr)
+    return EXIT_AGENT_FAILURE if remaining else EXIT_OK

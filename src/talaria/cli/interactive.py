@@ -160,9 +160,16 @@ class Chat:
     # ---- the prompt loop (main thread) -------------------------------------------------
 
     def run(self) -> int:
-        from talaria.cli.render import Renderer
+        """The chat until /quit, Ctrl+D or Ctrl+C twice (exit 0), or SIGTERM (exit 143: the
+        turn is stopped and its processes killed first)."""
+        import signal
 
-        with patch_stdout(raw=True):
+        from talaria.cli.main import fail
+        from talaria.cli.render import Renderer
+        from talaria.cli.signals import SignalStop
+
+        terminated = SignalStop(self._terminate, (signal.SIGTERM,))
+        with terminated, patch_stdout(raw=True):
             self.renderer = Renderer(sys.stdout, color=True, cwd=self.agent.cwd)
             self._prompt = self._make_prompt()
             self._banner()
@@ -181,7 +188,18 @@ class Chat:
                 except EOFError:
                     break
             self._shutdown(worker)
+        if terminated.exit_code is not None:
+            fail(f"interrupted by {terminated.name}; what was complete is saved")
+            return terminated.exit_code
         return EXIT_OK
+
+    def _terminate(self, name: str) -> None:
+        """SIGTERM: stop the turn (its commands are killed), then leave the prompt."""
+        self.interrupt(name)
+        self._quitting = True
+        app = self._prompt.app if self._prompt is not None else None
+        if app is not None and app.is_running and app.loop is not None:
+            app.loop.call_soon_threadsafe(lambda: app.exit(exception=EOFError()))
 
     def _ctrl_c(self) -> bool:
         """Ctrl+C outside the input line's own binding (e.g. while output was printing, when

@@ -277,11 +277,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not words or (words[0] not in COMMANDS and words[0] not in _TOP_LEVEL):
         words = ["chat", *words]  # `talaria -p "..."`, `talaria -m model`: chat options
     args = build_parser().parse_args(words)
+    return run_guarded(COMMANDS[args.command], args)
+
+
+def fail(message: object) -> None:
+    """The one line a failure gets on stderr (control characters removed, folded)."""
+    from talaria.cli.safe_text import one_line
+
+    print(f"talaria: {one_line(str(message))}", file=sys.stderr, flush=True)
+
+
+def _route_library_warnings() -> None:
+    """Library log records stay off the terminal (the command prints its own one line), except
+    configuration warnings (an unknown key), which the user must see. Records still reach the
+    root logger, where a command may send them (the chat's log file, `talaria acp`'s stderr)."""
+    import logging
+
+    class ConfigWarnings(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.name == "talaria.config":
+                fail(f"warning: {record.getMessage()}")
+
+    library = logging.getLogger("talaria")
+    if not any(type(handler).__name__ == "ConfigWarnings" for handler in library.handlers):
+        library.addHandler(ConfigWarnings())
+
+
+def run_guarded(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a command; a bad configuration or an unusable store is one line and exit 2, any
+    other failure one line and exit 1 (the traceback only with TALARIA_DEBUG=1)."""
+    import os
+
+    from talaria.config_schema import ConfigError
+    from talaria.store.base import StoreError
+
+    _route_library_warnings()
     try:
-        return COMMANDS[args.command](args)
+        return command(args)
+    except (ConfigError, StoreError) as exc:
+        fail(exc)
+        return EXIT_AGENT_FAILURE
     except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
+        fail("interrupted")
         return EXIT_SIGINT
+    except Exception as exc:
+        if os.environ.get("TALARIA_DEBUG"):
+            raise
+        fail(f"crashed: {type(exc).__name__}: {exc}")
+        return EXIT_CRASH
 
 
 if __name__ == "__main__":

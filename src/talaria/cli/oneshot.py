@@ -3,21 +3,30 @@
 Piped stdin is appended to the prompt as context (`git diff | talaria -p "review this"`).
 `--output-format text` streams the answer when stdout is a terminal and prints it whole
 otherwise; `json` prints the result dict; `stream-json` prints every event as a JSON line and
-a final `result` line. Progress goes to stderr. Exit codes: 0 the agent answered; 2 the agent
-failed or the input was bad (the reason is one line on stderr); 1 talaria itself crashed;
-130 interrupted.
+a final `result` line. Progress goes to stderr; model text reaching a terminal loses its
+control sequences. Exit codes: 0 the agent answered; 2 the agent failed, the input was bad, or
+the configuration or the session store cannot be used (the reason is one line on stderr);
+1 talaria itself crashed; 130 / 143 stopped by SIGINT / SIGTERM (what was complete is stored).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_CRASH, EXIT_OK, EXIT_SIGINT
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, fail
 from talaria.cli.options import agent_kwargs
+from talaria.cli.safe_text import clean
+from talaria.cli.signals import SignalStop
 from talaria.cli.stream_json import JsonLines, result_record
+
+if TYPE_CHECKING:
+    from talaria.agent import Agent
+
+log = logging.getLogger("talaria.cli")
 
 STDIN_LIMIT = 2_000_000
 """Characters of piped input taken (more would not fit any model's window anyway)."""
@@ -40,37 +49,73 @@ def compose_prompt(query: str, stdin: TextIO) -> str:
 
 
 def run_oneshot(args: argparse.Namespace) -> int:
+    holder: dict[str, Agent] = {}
+
+    def stop(name: str) -> None:
+        if "agent" not in holder:
+            raise KeyboardInterrupt  # nothing was asked yet: leave at once
+        holder["agent"].interrupt(name)
+
+    with SignalStop(stop) as signals:
+        code = _run(args, holder, signals)
+    return signals.exit_code or code
+
+
+def _run(args: argparse.Namespace, holder: dict[str, Agent], signals: SignalStop) -> int:
     from talaria.config import ConfigError
     from talaria.providers.errors import ProviderError
-    from talaria.store.base import StoreError
+    from talaria.store.base import AmbiguousSession, SessionNotFound, StoreError
 
     output = Output(args.output_format)
     try:
         prompt = compose_prompt(args.query or "", sys.stdin)
-        result = _ask(args, prompt, output)
-    except (ConfigError, ProviderError, StoreError, ValueError) as exc:
+        result = _ask(args, prompt, output, holder)
+    except (ConfigError, ProviderError, SessionNotFound, AmbiguousSession, ValueError) as exc:
         return output.failure(str(getattr(exc, "message", None) or exc), EXIT_AGENT_FAILURE)
+    except StoreError as exc:
+        return output.failure(f"{exc}; the question was not sent", EXIT_AGENT_FAILURE)
     except KeyboardInterrupt:
-        return output.failure("interrupted", EXIT_SIGINT)
+        stopped = f"stopped by {signals.name or 'SIGINT'} before the question was sent"
+        return output.failure(stopped, signals.exit_code or EXIT_SIGINT)
     except Exception as exc:
         if os.environ.get("TALARIA_DEBUG"):
             raise
         return output.failure(f"crashed: {type(exc).__name__}: {exc}", EXIT_CRASH)
-    return output.report(result)
+    unsaved = holder["agent"].unsaved_messages
+    if signals.received is not None:
+        return output.report(result, unsaved, stopped_by=(signals.name, signals.exit_code))
+    return output.report(result, unsaved)
 
 
-def _ask(args: argparse.Namespace, prompt: str, output: Output) -> dict[str, Any]:
+def _ask(
+    args: argparse.Namespace, prompt: str, output: Output, holder: dict[str, Agent]
+) -> dict[str, Any]:
     from talaria.agent import Agent
     from talaria.cli.session_setup import current_setup, plan_resume, record_setup
+    from talaria.store.base import StoreError
 
     plan = plan_resume(args)
     for note in plan.notes:
         output.progress(note)
     agent = Agent(session_id=plan.session_id, **output.callbacks(), **agent_kwargs(args))
+    holder["agent"] = agent
     with agent:
         result = agent.run_conversation(user_message=prompt)
-        record_setup(agent.store, result["session_id"], current_setup(args, agent.config))
+        try:
+            record_setup(agent.store, result["session_id"], current_setup(args, agent.config))
+        except StoreError as exc:  # the turn is stored; only the resume defaults are not
+            log.warning("session %s: setup not recorded: %s", result["session_id"], exc)
     return result
+
+
+def stopped_line(name: str, result: dict[str, Any], unsaved: int) -> str:
+    """What a signal left behind, truthfully."""
+    kept = (
+        f"{unsaved} message(s) of this turn could not be saved"
+        if unsaved
+        else f"what was complete is saved (talaria --resume {result.get('session_id')})"
+    )
+    return f"interrupted by {name}; {kept}"
 
 
 class Output:
@@ -94,6 +139,7 @@ class Output:
         return callbacks
 
     def _delta(self, text: str) -> None:
+        text = clean(text)
         self.streamed += text
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -107,9 +153,20 @@ class Output:
     def progress(self, message: str) -> None:
         print(f"talaria: {message}" if not message.startswith(" ") else message, file=sys.stderr)
 
-    def report(self, result: dict[str, Any]) -> int:
+    def report(
+        self,
+        result: dict[str, Any],
+        unsaved: int = 0,
+        stopped_by: tuple[str, int | None] | None = None,
+    ) -> int:
+        """Print the outcome; `unsaved` messages the store lacks make an answer a failure,
+        `stopped_by` (signal name, exit code) says a signal ended the turn."""
         ok = result["completed"] or result["turn_exit_reason"] == "max_iterations_reached"
         code = EXIT_OK if ok else EXIT_SIGINT if result.get("interrupted") else EXIT_AGENT_FAILURE
+        if unsaved and code == EXIT_OK:
+            code = EXIT_AGENT_FAILURE
+        if stopped_by is not None:
+            code = stopped_by[1] or code
         if self.lines is not None:
             self.lines.write(result_record(result, code))
         elif self.format == "json":
@@ -118,12 +175,28 @@ class Output:
             print(json.dumps(result, ensure_ascii=False, default=str))
         else:
             self._answer(result.get("final_response") or "")
-        if not ok:
-            reason = result.get("error") or result["turn_exit_reason"]
-            print(f"talaria: {' '.join(str(reason).split())}", file=sys.stderr)
+        line = self._outcome(result, ok, unsaved, stopped_by)
+        if line:
+            fail(line)
         return code
 
+    @staticmethod
+    def _outcome(
+        result: dict[str, Any], ok: bool, unsaved: int, stopped_by: tuple[str, int | None] | None
+    ) -> str:
+        if stopped_by is not None:
+            return stopped_line(stopped_by[0], result, unsaved)
+        if not ok:
+            reason = str(result.get("error") or result["turn_exit_reason"])
+            lost = f"; {unsaved} message(s) of this turn were not saved" if unsaved else ""
+            return reason + lost
+        if unsaved:
+            return f"the answer is above, but {unsaved} message(s) of this turn were not saved"
+        return ""
+
     def _answer(self, text: str) -> None:
+        if sys.stdout.isatty():
+            text = clean(text)
         if self.streaming and self.streamed:
             if not text or self.streamed.rstrip().endswith(text.rstrip()):
                 if not self.streamed.endswith("\n"):
@@ -135,7 +208,7 @@ class Output:
 
     def failure(self, message: str, code: int) -> int:
         """One line on stderr; for the JSON formats also a result object on stdout."""
-        print(f"talaria: {' '.join(message.split())}", file=sys.stderr)
+        fail(message)
         if self.format != "text":
             import json
 

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from talaria import events as ev
 from talaria.cli.markdown_blocks import MarkdownBlocks
+from talaria.cli.safe_text import clean, terminal_safe
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MAX_DIFF_LINES = 40
@@ -65,7 +66,7 @@ def tool_preview(name: str, arguments: dict[str, Any]) -> str:
         preview = f"{len(todos)} item(s)" if isinstance(todos, list) else "read"
     else:
         preview = json.dumps(arguments, ensure_ascii=False, default=str) if arguments else ""
-    return " ".join(preview.split())
+    return " ".join(clean(preview).split())
 
 
 def format_tokens(count: int) -> str:
@@ -293,6 +294,9 @@ class Renderer:
             self._after_block = True
 
     def write(self, text: str) -> None:
+        """The only way out to the terminal: control sequences other than colours are
+        dropped here, whatever their source (model, tool, stored session, error text)."""
+        text = terminal_safe(text)
         if text:
             self._after_block = False
             self.out.write(text if text.endswith("\n") else text + "\n")
@@ -401,14 +405,14 @@ class Renderer:
         self._flush_reasoning()
         self._view.text_in_step = True
         self._set_state("writing")
-        for block in self._md.feed(event.text):
+        for block in self._md.feed(clean(event.text)):
             self.markdown(block)
 
     def _on_reasoning(self, event: ev.ReasoningDelta) -> None:
         self._set_state("reasoning")
         if not self.show_reasoning:
             return
-        self._reasoning += event.text
+        self._reasoning += clean(event.text)
         if "\n" in self._reasoning:
             done, self._reasoning = self._reasoning.rsplit("\n", 1)
             self._print_reasoning(done)
@@ -460,7 +464,7 @@ class Renderer:
             ToolOutput(f"{event.name} {preview}".strip(), event.result),
         ]
         if event.is_error:
-            first = next((line for line in event.result.splitlines() if line.strip()), "")
+            first = next((line for line in clean(event.result).splitlines() if line.strip()), "")
             self.note(f"    └ {clip(first.strip(), terminal_width() - 8)}", "dim red")
         elif event.name == "patch":
             diff = extract_diff(event.result)
@@ -514,5 +518,5 @@ class Renderer:
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self.flush()
         if event.final_response and not self._view.text_in_step:
-            self.markdown(event.final_response)
+            self.markdown(clean(event.final_response))
         self._view.state = "finishing"

@@ -128,10 +128,7 @@ async def _run_turn(
         state.error = str(error)
     except StoreError as error:
         state.exit_reason = "failed:store"
-        state.error = (
-            f"the session could not be saved ({error}); the unsaved messages are kept in "
-            "memory and saved on the next turn"
-        )
+        state.error = f"the session could not be saved: {error}"
     finally:
         if not state.models.entries:
             # No call was priced: the turn's cost is what the catalogue says about this model
@@ -139,7 +136,8 @@ async def _run_turn(
             # never delays a turn's first request.
             _price(state.usage, active)
         state.api_calls = rt.caller.turn_attempts
-        await _flush_quietly(session)
+        if state.exit_reason != "failed:store":
+            await _flush_quietly(session)
         if rt.interactions is not None:
             rt.interactions.withdraw_all("turn_ended")
         state.usage.add(rt.drain_side_usage())
@@ -166,7 +164,11 @@ async def _flush_quietly(session: SessionHandle) -> None:
     try:
         await session.flush()
     except StoreError:
-        log.warning("session %s: saving failed; kept in memory for the next try", session.id)
+        log.warning(
+            "session %s: %d message(s) not saved yet; the next save retries them",
+            session.id,
+            session.unsaved,
+        )
 
 
 async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:

@@ -17,6 +17,18 @@ class StoreError(Exception):
     """A storage failure the caller can show to a user (locked database, bad schema, ...)."""
 
 
+class StoreLocked(StoreError):
+    """Another process kept the database locked longer than the store waits (its stated limit)."""
+
+
+class StoreCorrupt(StoreError):
+    """The database file is damaged or not a database; talaria leaves it untouched."""
+
+
+class StoreUnwritable(StoreError):
+    """The database cannot be written: a read-only file or directory, a full or failing disk."""
+
+
 class SessionNotFound(StoreError, KeyError):
     """No session matches the id or reference."""
 

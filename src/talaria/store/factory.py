@@ -8,6 +8,8 @@ from typing import Any
 from talaria.store.base import SessionStore, StoreError
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_LOCK_TIMEOUT = 10.0
+"""Seconds a SQLite operation waits for another process's lock (`store.lock_timeout`)."""
 
 
 def open_store(url: str | None, home: Path, options: dict[str, Any] | None = None) -> SessionStore:
@@ -31,5 +33,5 @@ def open_store(url: str | None, home: Path, options: dict[str, Any] | None = Non
             "or sqlite:///path (default: the home's state.db)"
         )
     path = Path(url[len("sqlite:///") :]) if url else home / "state.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return SQLiteSessionStore.shared(path)
+    lock_timeout = float((options or {}).get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
+    return SQLiteSessionStore.shared(path, lock_timeout=lock_timeout)  # it makes the directory

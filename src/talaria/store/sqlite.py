@@ -7,6 +7,7 @@ sessions load. Appends insert only the new rows (cost independent of history len
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -16,7 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from talaria.store.base import SearchHit, SearchQueryError, StoreError
+from talaria.store.base import (
+    SearchHit,
+    SearchQueryError,
+    StoreCorrupt,
+    StoreError,
+    StoreLocked,
+    StoreUnwritable,
+)
 from talaria.store.schema import (
     MESSAGE_COLUMNS,
     MIGRATIONS,
@@ -44,9 +52,40 @@ _SHARED: dict[tuple[int, str], SQLiteSessionStore] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+LOCK_POLL = 0.5
+"""Longest single wait inside SQLite's busy handler; the store retries until its own limit."""
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
     message = str(exc).lower()
     return "locked" in message or "busy" in message
+
+
+_CORRUPT = ("not a database", "malformed", "corrupt")
+_UNWRITABLE = ("readonly", "read-only", "unable to open", "disk is full", "disk i/o", "permission")
+
+
+def storage_fault(path: str, exc: BaseException) -> StoreError:
+    """One clear error for a database that cannot be used: what is wrong, what to do."""
+    detail = str(exc) or type(exc).__name__
+    text = detail.lower()
+    if any(marker in text for marker in _CORRUPT):
+        return StoreCorrupt(
+            f"session database {path} is damaged ({detail}); talaria left it unchanged. "
+            f"Move it aside to start afresh: mv {path} {path}.corrupt "
+            f"(sqlite3 {path}.corrupt .recover can often rescue its sessions)"
+        )
+    if "full" in text or "i/o" in text or getattr(exc, "errno", None) == 28:
+        return StoreUnwritable(
+            f"session database {path} cannot be written ({detail}): is the disk full? "
+            "Free some space and try again"
+        )
+    if isinstance(exc, OSError) or any(marker in text for marker in _UNWRITABLE):
+        return StoreUnwritable(
+            f"session database {path} cannot be written ({detail}): make its directory "
+            "writable, or point TALARIA_HOME at a writable directory"
+        )
+    return StoreError(f"session database {path}: {detail}")
 
 
 class SQLiteSessionStore(SqlSessionStore):
@@ -58,31 +97,39 @@ class SQLiteSessionStore(SqlSessionStore):
         self,
         path: str | Path,
         *,
-        busy_timeout: float = 10.0,
-        max_retries: int = 6,
+        lock_timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.lock_timeout = lock_timeout
+        """Seconds one operation waits for another process's lock before `StoreLocked`."""
         self._clock = clock
-        self._max_retries = max_retries
+        self._locked_out = False
         self._lock = threading.RLock()
         self._users = 1
         self._shared_key: tuple[int, str] | None = None
         self._tx_thread: int | None = None
         try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                self.path,
+                timeout=min(lock_timeout, LOCK_POLL),
+                isolation_level=None,
+                check_same_thread=False,
             )
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open session database {self.path}: {exc}") from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise storage_fault(self.path, exc) from None
         self._conn.row_factory = sqlite3.Row
-        self._read(lambda c: self._configure(c, busy_timeout))
-        self._migrate()
+        try:
+            self._read(self._configure)
+            self._migrate()
+        except StoreError:
+            self._conn.close()
+            raise
 
     @classmethod
-    def shared(cls, path: str | Path) -> SQLiteSessionStore:
+    def shared(cls, path: str | Path, lock_timeout: float = 10.0) -> SQLiteSessionStore:
         """The process's store for the file at `path`, one connection for every agent that
         uses it (a connection holds about 250 KB of caches). Each call needs its `close`."""
         key = (os.getpid(), str(Path(path).resolve()))  # a forked child opens its own
@@ -91,14 +138,13 @@ class SQLiteSessionStore(SqlSessionStore):
             if store is not None:
                 store._users += 1
                 return store
-            store = cls(path)
+            store = cls(path, lock_timeout=lock_timeout)
             store._shared_key = key
             _SHARED[key] = store
             return store
 
     @staticmethod
-    def _configure(conn: sqlite3.Connection, busy_timeout: float) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    def _configure(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -126,23 +172,31 @@ class SQLiteSessionStore(SqlSessionStore):
     # -- transactions -------------------------------------------------------------------
 
     def _retrying(self, attempt_once: Callable[[], T]) -> T:
-        """Run one attempt; on SQLITE_BUSY/locked back off with jitter and try again."""
+        """Run one attempt; on SQLITE_BUSY/locked back off with jitter and try again, until
+        `lock_timeout` has passed. After that, each operation tries once (a short wait) until
+        one succeeds, so a turn that meets a held lock waits for it once, not at every save."""
+        deadline = time.monotonic() + (0.0 if self._locked_out else self.lock_timeout)
         attempt = 0
         while True:
             try:
-                return attempt_once()
+                result = attempt_once()
+                self._locked_out = False
+                return result
             except sqlite3.OperationalError as exc:
                 attempt += 1
                 if not _is_busy(exc):
-                    raise StoreError(f"session database error: {exc}") from exc
-                if attempt >= self._max_retries:
-                    raise StoreError(
-                        f"session database {self.path} stayed locked after "
-                        f"{attempt} attempts; another process holds it: {exc}"
-                    ) from exc
-                time.sleep(min(1.0, 0.02 * 2**attempt) * random.uniform(0.5, 1.5))
+                    raise storage_fault(self.path, exc) from None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._locked_out = True
+                    raise StoreLocked(
+                        f"session database {self.path} stayed locked for "
+                        f"{self.lock_timeout:g} s (store.lock_timeout): another process "
+                        f"{lock_holders(self.path)}is writing to it"
+                    ) from None
+                time.sleep(min(left, 0.02 * 2 ** min(attempt, 5) * random.uniform(0.5, 1.5)))
             except sqlite3.Error as exc:
-                raise StoreError(f"session database error: {exc}") from exc
+                raise storage_fault(self.path, exc) from None
 
     def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         def attempt() -> T:
@@ -281,5 +335,24 @@ class SQLiteSessionStore(SqlSessionStore):
                 return
             if self._shared_key is not None and _SHARED.get(self._shared_key) is self:
                 del _SHARED[self._shared_key]
-        with self._lock:
+        with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
+
+
+def lock_holders(path: str) -> str:
+    """'(pid 123 python3) ' for the other processes of this user that have the file open."""
+    if not os.path.isdir("/proc"):
+        return ""
+    target = os.path.realpath(path)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{entry}/fd/{fd}") == target:
+                        with open(f"/proc/{entry}/comm", encoding="utf-8") as comm:
+                            found.append(f"pid {entry} {comm.read().strip()}")
+                        break
+    return f"({', '.join(found)}) " if found else ""

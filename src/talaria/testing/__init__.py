@@ -7,6 +7,7 @@ real providers would reject, so a test that passes here sends valid requests in 
 
 from talaria.testing.script import (
     Drop,
+    Endless,
     Fail,
     Malformed,
     Reply,
@@ -23,6 +24,7 @@ from talaria.testing.server import RecordedRequest, ScriptedProvider
 
 __all__ = [
     "Drop",
+    "Endless",
     "Fail",
     "Malformed",
     "RecordedRequest",

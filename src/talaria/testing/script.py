@@ -71,13 +71,22 @@ class Stall:
 
 
 @dataclass(slots=True)
+class Endless:
+    """A stream that sends ``text`` every ``interval`` seconds and never ends (until the client
+    gives up or the server stops): no timeout on silence can catch it."""
+
+    text: str = "more "
+    interval: float = 0.05
+
+
+@dataclass(slots=True)
 class Malformed:
     """A 200 answer whose body is not what the wire format promises (``raw`` verbatim)."""
 
     raw: str = "{not json"
 
 
-Step = Reply | Fail | Drop | Stall | Malformed
+Step = Reply | Fail | Drop | Stall | Malformed | Endless
 StepSource = Step | Callable[[dict[str, Any]], Step]
 """A step, or a function of the request body that returns one."""
 

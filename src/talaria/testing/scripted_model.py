@@ -18,6 +18,7 @@ from talaria.providers.resilience.classify import classify_http
 from talaria.providers.wire.chat_completions import build_body
 from talaria.testing.script import (
     Drop,
+    Endless,
     Fail,
     Malformed,
     Reply,
@@ -91,6 +92,11 @@ class ScriptedModel:
                 ErrorKind.CONNECTION,
                 output_started=emitted > 0,
             )
+        if isinstance(step, Endless):
+            while True:
+                if stream is not None:
+                    stream.text(step.text)
+                await asyncio.sleep(step.interval)
         if isinstance(step, Stall):
             await self._emit(step.reply, stream, limit=step.after_chunks)
             await asyncio.sleep(step.seconds)

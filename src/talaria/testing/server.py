@@ -20,6 +20,7 @@ from typing import Any
 
 from talaria.testing.script import (
     Drop,
+    Endless,
     Fail,
     Malformed,
     Reply,
@@ -297,6 +298,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(wire, body, step.reply, cut_after=step.after_chunks)
         elif isinstance(step, Stall):
             self._reply(wire, body, step.reply, stall=(step.after_chunks, step.seconds))
+        elif isinstance(step, Endless):
+            self._endless(wire, body, step)
+
+    def _endless(self, wire: WireFormat, body: dict[str, Any], step: Endless) -> None:
+        """The wire's opening frames, then its text-delta frame again and again (a request
+        that does not stream gets no answer at all)."""
+        if not body.get("stream"):
+            while not self.provider._wait(step.interval):
+                pass
+            return
+        frames = wire.render_stream(Reply(text=step.text * 2, chunk_size=len(step.text)), body)
+        marker = json.dumps(step.text).encode()
+        first = next(i for i, frame in enumerate(frames) if marker in frame)
+        self._open_stream()
+        try:
+            for frame in frames[:first]:
+                self._frame(frame)
+            while not self.provider._wait(step.interval):
+                self._frame(frames[first])
+        except OSError:
+            pass
+        self._cut()
 
     def _reply(
         self,
@@ -326,11 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
         stall: tuple[int, float] | None,
     ) -> None:
         provider = self.provider
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        self._open_stream()
         try:
             for sent, frame in enumerate(frames):
                 if sent == cut_after:
@@ -342,10 +361,20 @@ class _Handler(BaseHTTPRequestHandler):
                 if sent and provider._wait(chunk_delay):
                     self._cut()
                     return
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                self._frame(frame)
             self.wfile.write(b"0\r\n\r\n")
         except OSError:
             self.close_connection = True
+
+    def _open_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _frame(self, frame: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
 
     def _cut(self) -> None:
         """Close the socket abruptly: no terminating chunk, no further requests on it."""

@@ -133,6 +133,7 @@ class ToolExecutor:
             for call, cancel in zip(calls, cancels, strict=True)
         ]
         gathered = asyncio.gather(*tasks)
+        gathered.add_done_callback(_retrieve)  # an interrupted gather's error is not news
         try:
             return list(await interrupt.race(asyncio.shield(gathered)))
         except Interrupted:
@@ -313,6 +314,11 @@ class ToolExecutor:
             log.debug("tool %s raised", tool.name, exc_info=True)
             return CallOutcome(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", True)
         return CallOutcome(serialise_result(value), is_error=ctx.interrupt.is_set())
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _is_barrier(tools: Mapping[str, Tool], call: ToolCall) -> bool:

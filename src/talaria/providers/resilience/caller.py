@@ -51,15 +51,19 @@ class CallerSettings:
     """Seconds a stream may take to deliver its first delta (math.inf: no limit)."""
     idle_timeout: float = 90.0
     """Seconds a started stream may stay silent (math.inf: no limit)."""
+    total_timeout: float = 600.0
+    """Seconds one model call may take in all, however steadily it streams."""
 
     @classmethod
     def from_config(cls, get: Callable[[str, Any], Any]) -> CallerSettings:
-        """Settings from ``retry.*``, ``model.first_byte_timeout`` and
-        ``model.stream_idle_timeout`` (0 or a negative value turns a timeout off)."""
+        """Settings from ``retry.*``, ``model.first_byte_timeout``,
+        ``model.stream_idle_timeout`` (0 or a negative value turns those off) and
+        ``model.total_timeout``."""
         return cls(
             retry=RetryPolicy.from_config(get),
             first_byte_timeout=_limit(get("model.first_byte_timeout", 120.0)),
             idle_timeout=_limit(get("model.stream_idle_timeout", 90.0)),
+            total_timeout=_limit(get("model.total_timeout", 600.0)),
         )
 
 
@@ -122,7 +126,10 @@ class ModelCaller:
             attempts += 1
             tries += 1
             self.turn_attempts += 1
-            watch = Watchdog(stream, self.settings.first_byte_timeout, self.settings.idle_timeout)
+            settings = self.settings
+            watch = Watchdog(
+                stream, settings.first_byte_timeout, settings.idle_timeout, settings.total_timeout
+            )
             try:
                 client = entry.client()
                 response = await interrupt.race(
@@ -258,10 +265,13 @@ class Watchdog:
     `guard` can fail a stream that never starts or goes silent (a dropped connection the
     socket has not noticed), instead of waiting for the SDK's long overall timeout."""
 
-    def __init__(self, inner: StreamHandler, first_byte: float, idle: float) -> None:
+    def __init__(
+        self, inner: StreamHandler, first_byte: float, idle: float, total: float = math.inf
+    ) -> None:
         self.inner = inner
         self.first_byte = first_byte
         self.idle = idle
+        self.total = total
         self.text_seen = False
         """True once visible answer text reached the user."""
         self._last: float | None = None
@@ -288,31 +298,38 @@ class Watchdog:
         self._last = asyncio.get_running_loop().time()
 
     async def guard(self, call: Awaitable[ModelResponse], *, streaming: bool) -> ModelResponse:
-        """Await the call, failing it with a TIMEOUT error when the stream is silent too long.
+        """Await the call, failing it with a TIMEOUT error when the stream is silent too long
+        or the whole call outlasts `total` (a stream that never ends).
 
-        Silence is counted in short ticks and only while the event loop could listen: time the
-        loop spent blocked (importing an SDK on first use, a slow callback) is not the
-        provider's fault and does not count.
+        Silence and the total are counted in short ticks and only while the event loop could
+        listen: time the loop spent blocked (importing an SDK on first use, a slow callback) is
+        not the provider's fault and does not count.
         """
-        if not streaming or (math.isinf(self.first_byte) and math.isinf(self.idle)):
+        first_byte = self.first_byte if streaming else math.inf
+        idle = self.idle if streaming else math.inf
+        if math.isinf(first_byte) and math.isinf(idle) and math.isinf(self.total):
             return await call
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(call)
-        silent = 0.0
-        tick = min(MAX_TICK, self.first_byte / 4, self.idle / 4)
+        silent = spent = 0.0
+        tick = min(MAX_TICK, first_byte / 4, idle / 4, self.total / 4)
         try:
             while True:
                 waiting_first = self._last is None
-                limit = self.first_byte if waiting_first else self.idle
+                limit = first_byte if waiting_first else idle
                 if silent >= limit:
                     await _cancelled(task)
                     raise self._timeout(limit, waiting_first)
-                wake = min(limit - silent, tick)
+                if spent >= self.total:
+                    await _cancelled(task)
+                    raise self._overrun()
+                wake = min(limit - silent, tick, self.total - spent)
                 before = loop.time()
                 done, _ = await asyncio.wait({task}, timeout=wake)
                 if done:
                     return task.result()
                 now = loop.time()
+                spent += min(now - before, wake)
                 if self._last is not None and self._last > before:
                     silent = min(now - self._last, wake)
                 else:
@@ -320,6 +337,13 @@ class Watchdog:
         finally:
             if not task.done():
                 task.cancel()
+
+    def _overrun(self) -> ProviderError:
+        return ProviderError(
+            f"the call took longer than {self.total:g} s (model.total_timeout); abandoned",
+            kind=ErrorKind.TIMEOUT,
+            output_started=self.text_seen,
+        )
 
     def _timeout(self, limit: float, waiting_first: bool) -> ProviderError:
         if waiting_first:

@@ -202,7 +202,7 @@ def _error_info(body: Any) -> tuple[str, str]:
 
 def _exception_text(exc: BaseException) -> str:
     text = str(getattr(exc, "message", "") or exc) or type(exc).__name__
-    cause = exc.__cause__ or exc.__context__
+    cause = exc.__cause__  # its own cause only: not whatever was being handled when it arose
     if cause is not None and str(cause) and str(cause) not in text:
         text = f"{text} ({cause})"
     return text

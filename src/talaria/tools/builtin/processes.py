@@ -22,6 +22,8 @@ from pathlib import Path
 
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin.terminal import kill_group, spawn_shell
+from talaria.tools.process_tracking import REGISTRY as TRACKING
+from talaria.tools.process_tracking import Tracked
 
 LOG_TAIL = 10_000
 POLL_TAIL = 2_000
@@ -35,6 +37,7 @@ class BackgroundProcess:
     proc: subprocess.Popen[bytes]
     log_path: Path
     started: float
+    tracked: Tracked
 
     @property
     def pid(self) -> int:
@@ -77,9 +80,12 @@ class ProcessRegistry:
             if self._log_dir is None:
                 self._log_dir = Path(tempfile.mkdtemp(prefix="talaria-processes-"))
             log_path = self._log_dir / f"{process_id}.log"
+        tracked = TRACKING.new(owner, background=True)
         with open(log_path, "wb") as log:
-            proc = spawn_shell(command, cwd, log, sandbox)
-        started = BackgroundProcess(process_id, command, owner, proc, log_path, time.monotonic())
+            proc = spawn_shell(command, cwd, log, sandbox, tracked)
+        started = BackgroundProcess(
+            process_id, command, owner, proc, log_path, time.monotonic(), tracked
+        )
         with self._lock:
             self._processes[process_id] = started
         return started
@@ -102,6 +108,8 @@ class ProcessRegistry:
         if process.proc.poll() is None:
             kill_group(process.proc)
         code = process.proc.wait()
+        process.tracked.kill(grace=0.2)
+        process.tracked.release()
         return f"{process.id} stopped (exit code {code})."
 
     def kill_owner(self, owner: str) -> None:
@@ -132,6 +140,7 @@ def move_session_processes(old: str, new: str) -> None:
     """A conversation continued in a new session (compression) keeps its processes."""
     for process in REGISTRY.of_owner(old):
         process.owner = new
+        process.tracked.owner = new
 
 
 def process(action: str, ctx: ToolContext, id: str | None = None) -> str:

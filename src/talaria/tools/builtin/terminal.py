@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import IO
 
 from talaria.tools.base import Tool, ToolContext, ToolError
+from talaria.tools.process_tracking import REGISTRY as TRACKING
+from talaria.tools.process_tracking import TAG_VARIABLE, Tracked, start_tracking
 from talaria.tools.sandbox import confine, failure_hint
 
 DEFAULT_TIMEOUT = 180.0
@@ -53,15 +55,23 @@ def shell_env() -> dict[str, str]:
 
 
 def spawn_shell(
-    command: str, cwd: str, output: int | IO[bytes], sandbox: Sequence[str] = ()
+    command: str,
+    cwd: str,
+    output: int | IO[bytes],
+    sandbox: Sequence[str] = (),
+    tracked: Tracked | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start `bash -c command` leading a new process group, stdout and stderr into `output`;
-    `sandbox` is the argv prefix that confines it (`talaria.tools.sandbox.confine`)."""
+    `sandbox` is the argv prefix that confines it (`talaria.tools.sandbox.confine`); with
+    `tracked`, every process it starts carries its tag (see `process_tracking`)."""
+    env = shell_env()
+    if tracked is not None:
+        env[TAG_VARIABLE] = tracked.tag
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [*sandbox, "bash", "-c", command],
             cwd=cwd,
-            env=shell_env(),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -69,6 +79,9 @@ def spawn_shell(
         )
     except OSError as exc:
         raise ToolError(f"could not start bash in {cwd}: {exc}") from None
+    if tracked is not None:
+        start_tracking(tracked, proc.pid)
+    return proc
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> None:
@@ -162,28 +175,33 @@ def run_command(
     timeout: float,
     interrupt: threading.Event,
     sandbox: Sequence[str] = (),
+    owner: str = "",
 ) -> RunResult:
-    """Run `command` to completion, a timeout, or an interrupt (polled every 0.05 s)."""
+    """Run `command` to completion, a timeout, or an interrupt (polled every 0.05 s). Every
+    process it started ends with it, however it detached (see `process_tracking`)."""
     read_end, write_end = os.pipe()
+    tracked = TRACKING.new(owner)
     try:
-        proc = spawn_shell(command, cwd, write_end, sandbox)
+        proc = spawn_shell(command, cwd, write_end, sandbox, tracked)
     except ToolError:
         os.close(read_end)
+        tracked.release()
         raise
     finally:
         os.close(write_end)
     buffer = OutputBuffer()
     reader = threading.Thread(target=_pump, args=(read_end, buffer), daemon=True)
     reader.start()
-    stopped = _wait(proc, timeout, interrupt)
-    if stopped is not None:
-        kill_group(proc)
-    exit_code = proc.wait()
-    reader.join(DRAIN_GRACE)
-    stragglers = reader.is_alive()
-    if stragglers:
-        kill_group(proc, grace=0.2)
-        reader.join(KILL_GRACE)
+    try:
+        stopped = _wait(proc, timeout, interrupt)
+        if stopped is not None:
+            kill_group(proc)
+        exit_code = proc.wait()
+        reader.join(DRAIN_GRACE)
+        stragglers = tracked.kill(grace=0.2) > 0
+    finally:
+        tracked.release()
+    reader.join(KILL_GRACE)
     if not reader.is_alive():
         os.close(read_end)
     return RunResult(exit_code, buffer.text(), stopped, stragglers)
@@ -248,7 +266,7 @@ def terminal(
             f"process(action='poll', id='{started.id}'); stop it with action='kill'."
         )
     limit = command_timeout(timeout)
-    result = run_command(command, str(ctx.cwd), limit, ctx.interrupt, prefix)
+    result = run_command(command, str(ctx.cwd), limit, ctx.interrupt, prefix, ctx.session_id)
     text = format_result(result, limit)
     if prefix and (
         hint := failure_hint(ctx.sandbox, Path(ctx.cwd), result.output, result.exit_code)

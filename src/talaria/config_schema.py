@@ -1,0 +1,309 @@
+"""Every configuration key talaria reads, with its type, range and default, in one table.
+
+`SCHEMA` is the single source: `config.DEFAULTS` is built from it, `Config.load` checks every
+layer against it, `talaria config set` refuses values it rejects. Adding a key is one line.
+A wrong value is a `ConfigError` whose message is one line:
+``<file>: <key>: found <value>, expected <what>``. A key the table does not know is a warning
+(naming the closest known key), not an error, so a newer config still loads.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+API_MODES = ("chat_completions", "codex_responses", "anthropic_messages")
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used as written (one line: where, which key, what is wrong)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """What one key accepts: `check` returns None when the value is fine, else what it
+    expected (`None` is accepted only where the default is None: "not set")."""
+
+    default: Any
+    expected: str
+    check: Callable[[Any], bool]
+    explain: Callable[[Any], str | None] | None = None
+    """A more precise `expected` for the value at hand (e.g. which part of a URL is wrong)."""
+
+    def problem(self, value: Any) -> str | None:
+        if value is None and self.default is None:
+            return None
+        if self.check(value):
+            return None
+        return (self.explain(value) if self.explain else None) or self.expected
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer(default: int | None, minimum: int = 0, maximum: int | None = None) -> Rule:
+    span = f"from {minimum} to {maximum}" if maximum is not None else f"of at least {minimum}"
+    return Rule(
+        default,
+        f"a whole number {span}",
+        lambda v: _is_int(v) and v >= minimum and (maximum is None or v <= maximum),
+    )
+
+
+def number(
+    default: float | None, minimum: float = 0.0, maximum: float | None = None, unit: str = ""
+) -> Rule:
+    span = f"from {minimum:g} to {maximum:g}" if maximum is not None else f"of at least {minimum:g}"
+    return Rule(
+        default,
+        f"a number {span}{unit}",
+        lambda v: _is_number(v) and v >= minimum and (maximum is None or v <= maximum),
+    )
+
+
+def seconds(default: float | None, *, zero_means_off: bool = False) -> Rule:
+    if zero_means_off:
+        return Rule(default, "a number of seconds (0: no limit)", lambda v: _is_number(v))
+    return Rule(default, "a positive number of seconds", lambda v: _is_number(v) and v > 0)
+
+
+def positive(default: float | None) -> Rule:
+    """A limit: unset (None) means none."""
+    return Rule(default, "a positive number", lambda v: _is_number(v) and v > 0)
+
+
+def boolean(default: bool | None) -> Rule:
+    return Rule(default, "true or false", lambda v: isinstance(v, bool))
+
+
+def string(default: str | None = None) -> Rule:
+    return Rule(default, "a string", lambda v: isinstance(v, str))
+
+
+def choice(default: str | None, *options: str) -> Rule:
+    return Rule(default, " | ".join(options), lambda v: v in options)
+
+
+def strings(default: tuple[str, ...] = ()) -> Rule:
+    return Rule(
+        list(default),
+        "a list of strings",
+        lambda v: isinstance(v, list) and all(isinstance(item, str) for item in v),
+    )
+
+
+def mapping(what: str = "a mapping") -> Rule:
+    return Rule({}, what, lambda v: isinstance(v, dict))
+
+
+def url_problem(value: Any) -> str | None:
+    """Why `value` is not a usable endpoint URL (None when it is)."""
+    if not isinstance(value, str):
+        return "an http(s) URL"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port outside 0-65535
+    except ValueError:
+        return "an http(s) URL with a port from 1 to 65535"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "an http(s) URL such as http://127.0.0.1:8080/v1"
+    return None
+
+
+def url(default: str | None = None) -> Rule:
+    return Rule(default, "an http(s) URL", lambda v: url_problem(v) is None, url_problem)
+
+
+def any_value(default: Any = None) -> Rule:
+    return Rule(default, "anything", lambda v: True)
+
+
+ENTRY_RULES: dict[str, Rule] = {
+    "provider": string(),
+    "model": string(),
+    "base_url": url(),
+    "api_key": string(),
+    "api_key_command": string(),
+    "api_key_refresh": any_value(),
+    "api_mode": choice(None, *API_MODES),
+    "options": mapping(),
+    "fallback": Rule([], "a list of model entries", lambda v: isinstance(v, list)),
+}
+"""The keys of one model entry (a `fallback_providers` item, an `auxiliary.<task>`)."""
+
+
+SCHEMA: dict[str, Rule] = {
+    "model.default": string(),
+    "model.provider": string(),
+    "model.base_url": url(),
+    "model.api_key": string(),
+    "model.api_mode": choice(None, *API_MODES),
+    "model.context_length": integer(None, minimum=1),
+    "model.max_tokens": integer(None, minimum=1),
+    "model.first_byte_timeout": seconds(120, zero_means_off=True),
+    "model.stream_idle_timeout": seconds(90, zero_means_off=True),
+    "model.total_timeout": seconds(600),
+    "model.api_key_command": string(),
+    "model.api_key_refresh": any_value(),
+    "model.options": mapping("a mapping of client options (timeout, default_headers, ...)"),
+    "agent.max_turns": integer(90, minimum=1),
+    "agent.max_tool_workers": integer(8, minimum=1, maximum=256),
+    "agent.stream": boolean(True),
+    "agent.tool_timeout": seconds(600),
+    "agent.max_cost_usd": positive(None),
+    "agent.max_session_cost_usd": positive(None),
+    "agent.max_tokens_per_turn": positive(None),
+    "agent.max_session_tokens": positive(None),
+    "compression.enabled": boolean(True),
+    "compression.threshold": number(0.5, minimum=0.05, maximum=1.0),
+    "compression.protect_last_n": integer(20),
+    "context.engine": string("default"),
+    "prompt_caching.enabled": boolean(True),
+    "prompt_caching.ttl": choice("5m", "5m", "1h"),
+    "fallback_providers": Rule([], "a list of provider entries", lambda v: isinstance(v, list)),
+    "auxiliary": mapping("a mapping of task -> model entry"),
+    "delegation.max_iterations": integer(50, minimum=1),
+    "delegation.max_concurrent_children": integer(3, minimum=1),
+    "delegation.timeout": seconds(600),
+    "delegation.approvals": choice("manual", "manual", "off"),
+    "memory.enabled": boolean(True),
+    "memory.memory_char_limit": integer(2200, minimum=1),
+    "memory.user_char_limit": integer(1375, minimum=1),
+    "approvals.mode": choice("manual", "manual", "off"),
+    "approvals.timeout": seconds(300),
+    "command_allowlist": strings(),
+    "retry.max_attempts": integer(3, minimum=1),
+    "retry.base_delay": number(1.0),
+    "retry.max_delay": number(30.0),
+    "store.url": string(),
+    "store.lock_timeout": seconds(10),
+    "mcp_servers": mapping("a mapping of server name -> {command, args, env} or {url}"),
+    "sandbox.mode": choice("workspace-write", "read-only", "workspace-write", "full-access"),
+    "sandbox.network": boolean(False),
+    "sandbox.writable_roots": strings(),
+    "sandbox.required": boolean(False),
+    "telemetry.enabled": boolean(False),
+    "telemetry.capture_content": boolean(False),
+    "telemetry.agent_name": string("talaria"),
+    "server.api_key": string(),
+}
+
+
+def defaults() -> dict[str, Any]:
+    """The nested default settings (a fresh copy each call)."""
+    tree: dict[str, Any] = {}
+    for key, rule in SCHEMA.items():
+        *parents, leaf = key.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = json.loads(json.dumps(rule.default))
+    return tree
+
+
+def _sections() -> frozenset[str]:
+    return frozenset(
+        ".".join(key.split(".")[:depth]) for key in SCHEMA for depth in range(1, key.count(".") + 1)
+    )
+
+
+SECTIONS = _sections()
+"""Dotted prefixes that group keys (`model`, `agent`, ...): their values must be mappings."""
+
+
+def shown(value: Any) -> str:
+    """A value as the user wrote it, short."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    key: str
+    found: Any
+    expected: str
+
+    def line(self, origin: str) -> str:
+        return f"{origin}: {self.key}: found {shown(self.found)}, expected {self.expected}"
+
+
+def problems(data: Mapping[str, Any]) -> list[Problem]:
+    """Every value of a (nested) settings layer that its rule rejects, in file order."""
+    return [problem for kind, problem in _walk(data, "") if kind == "bad"]
+
+
+def unknown_keys(data: Mapping[str, Any]) -> list[str]:
+    """Keys in a settings layer that no rule and no section covers."""
+    return [problem.key for kind, problem in _walk(data, "") if kind == "unknown"]
+
+
+def _walk(data: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Problem]]:
+    for name, value in data.items():
+        key = f"{prefix}{name}"
+        rule = SCHEMA.get(key)
+        if rule is not None:
+            expected = rule.problem(value)
+            if expected is not None:
+                yield "bad", Problem(key, value, expected)
+            else:
+                yield from _entries(key, value)
+        elif key in SECTIONS:
+            if value is None:
+                continue
+            if isinstance(value, dict):
+                yield from _walk(value, key + ".")
+            else:
+                yield "bad", Problem(key, value, f"a mapping of {key}.* settings")
+        else:
+            yield "unknown", Problem(key, value, "")
+
+
+def _entries(key: str, value: Any) -> Iterator[tuple[str, Problem]]:
+    """Model entries inside `fallback_providers` and `auxiliary` get the entry rules."""
+    if key == "fallback_providers":
+        items = [(f"{key}[{index}]", entry) for index, entry in enumerate(value)]
+    elif key == "auxiliary":
+        items = [(f"{key}.{task}", entry) for task, entry in value.items()]
+    else:
+        return
+    for label, entry in items:
+        if not isinstance(entry, dict):
+            yield "bad", Problem(label, entry, "a mapping (model, provider, base_url, ...)")
+            continue
+        for name, item in entry.items():
+            rule = ENTRY_RULES.get(name)
+            expected = rule.problem(item) if rule is not None else None
+            if expected is not None:
+                yield "bad", Problem(f"{label}.{name}", item, expected)
+
+
+def suggestion(key: str) -> str:
+    """' (did you mean <key>?)' for the closest known key, or ''."""
+    close = difflib.get_close_matches(key, list(SCHEMA), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def check_value(key: str, value: Any, origin: str) -> None:
+    """Raise the one-line `ConfigError` when `value` is wrong for `key`."""
+    nested: dict[str, Any] = {}
+    node = nested
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    found = problems(nested)
+    if found:
+        raise ConfigError(found[0].line(origin))

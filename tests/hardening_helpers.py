@@ -1,0 +1,79 @@
+"""Running the real `talaria` CLI in a subprocess, and checking what it left behind."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from talaria.testing import ScriptedProvider
+
+MODEL_ARGS = ("--model", "scripted-model", "--api-key", "test-key")
+
+
+def cli(
+    home: Path,
+    *argv: str,
+    preexec: Callable[[], Any] | None = None,
+    wrap: Sequence[str] = (),
+    timeout: float = 30,
+) -> subprocess.CompletedProcess[str]:
+    """`talaria <argv>` with TALARIA_HOME=home (run through the `wrap` command, if any); its
+    exit code, stdout and stderr."""
+    env = {**os.environ, "TALARIA_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env.pop("TALARIA_DEBUG", None)
+    return subprocess.run(
+        [*wrap, sys.executable, "-m", "talaria.cli.main", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=preexec,
+    )
+
+
+def ask(
+    home: Path, server: ScriptedProvider, question: str, *more: str, **kwargs: Any
+) -> subprocess.CompletedProcess[str]:
+    """`talaria chat -q question` against the scripted provider."""
+    return cli(
+        home,
+        "chat",
+        "-q",
+        question,
+        *MODEL_ARGS,
+        "--base-url",
+        server.openai_base_url,
+        *more,
+        **kwargs,
+    )
+
+
+def one_line(stderr: str) -> str:
+    """The single line a failure prints (the test fails when there are more, or none)."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{stderr}"
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def integrity(db: Path) -> str:
+    conn = sqlite3.connect(db)
+    try:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def stored_contents(db: Path) -> list[str]:
+    """The text of every stored message of every session, oldest session first."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT content FROM messages ORDER BY session_id, seq").fetchall()
+    finally:
+        conn.close()
+    return [str(row[0]) for row in rows]

@@ -1,0 +1,38 @@
+"""SIGTERM to the interactive `talaria chat` while a tool runs `sleep 300`: the turn stops, no
+process survives, the session is kept, and the chat exits 143 with one line."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from hardening_helpers import integrity
+from talaria.testing import Reply, ScriptedCall, ScriptedProvider, text
+from test_cli_pty import Terminal
+from test_hardening_signals import tagged_processes, wait_for
+
+
+def test_sigterm_in_the_interactive_chat_stops_the_tool_and_exits_143(tmp_path: Path) -> None:
+    sleeper = Reply(
+        tool_calls=[ScriptedCall("terminal", {"command": "setsid sleep 3041 & sleep 300"})]
+    )
+    with ScriptedProvider([sleeper, text("never")]) as server:
+        terminal = Terminal(
+            ["chat", "-m", "scripted-model", "--base-url", server.openai_base_url,
+             "--api-key", "k", "--toolsets", "terminal", "--yolo"],
+            tmp_path / "home",
+            tmp_path,
+        )  # fmt: skip
+        try:
+            terminal.expect("/help for commands")
+            terminal.send("run the sleeper")
+            assert wait_for(lambda: any("sleep 300" in c for _, c in tagged_processes()))
+            terminal.child.kill(signal.SIGTERM)
+            code = terminal.wait_exit(timeout=30)
+        finally:
+            terminal.child.close(force=True)
+    assert code == 143
+    assert "talaria: interrupted by SIGTERM" in terminal.text
+    assert "Traceback" not in terminal.text
+    assert wait_for(lambda: not tagged_processes(), 5), tagged_processes()
+    assert integrity(tmp_path / "home" / "state.db") == "ok"

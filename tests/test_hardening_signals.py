@@ -1,0 +1,111 @@
+"""SIGTERM and SIGINT while `talaria chat -q` runs `sleep 300`: the turn stops, every process
+the command started (detached ones included) is gone, what was complete is stored, and the
+exit code is 143 / 130 with one line and no traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hardening_helpers import MODEL_ARGS, integrity, one_line
+from helpers import scripted_agent
+from talaria.testing import ScriptedProvider, call, text
+from talaria.tools.process_tracking import TAG_VARIABLE
+
+
+def tagged_processes() -> list[tuple[int, str]]:
+    """(pid, command line) of every live process some talaria command started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        if TAG_VARIABLE.encode() + b"=" in environ and state != b"Z":
+            found.append((int(entry), cmdline))
+    return found
+
+
+def wait_for(condition, seconds: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def start_chat(home: Path, server: ScriptedProvider, command: str) -> subprocess.Popen[str]:
+    server.add(call("terminal", {"command": command}), text("after"))
+    env = {**os.environ, "TALARIA_HOME": str(home)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "talaria.cli.main", "chat", "-q", "run it", *MODEL_ARGS,
+         "--base-url", server.openai_base_url, "--yolo", "--toolsets", "terminal"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _running(marker: str) -> bool:
+    return any(marker in cmdline for _, cmdline in tagged_processes())
+
+
+DETACHING = "setsid sleep 3011 >/dev/null 2>&1 & sleep 3012 >/dev/null 2>&1 & sleep 300"
+
+
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_a_tool_stops_everything_and_keeps_the_session(
+    tmp_path: Path, number: signal.Signals, code: int
+) -> None:
+    with ScriptedProvider() as server:
+        chat = start_chat(tmp_path, server, DETACHING)
+        try:
+            assert wait_for(lambda: _running("sleep 300") and _running("sleep 3011"))
+            chat.send_signal(number)
+            out, err = chat.communicate(timeout=15)
+        finally:
+            chat.kill()
+        assert chat.returncode == code
+        line = one_line(err)
+        assert line.startswith(f"talaria: interrupted by {number.name}; what was complete is saved")
+        assert out == ""
+        assert wait_for(lambda: not tagged_processes(), 5), tagged_processes()
+        assert integrity(tmp_path / "state.db") == "ok"
+        with scripted_agent(server, tmp_path, session_id="latest") as agent:
+            assert agent.chat("go on") == "after"
+            history = agent.messages
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "user", "assistant"]
+    assert "interrupted" in history[2]["content"].lower()
+
+
+def test_a_second_signal_stops_at_once_even_when_the_tool_ignores_the_first(
+    tmp_path: Path,
+) -> None:
+    with ScriptedProvider() as server:
+        chat = start_chat(tmp_path, server, "trap '' TERM INT; sleep 3013")
+        try:
+            assert wait_for(lambda: _running("sleep 3013"))
+            chat.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            chat.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            _, err = chat.communicate(timeout=15)
+        finally:
+            chat.kill()
+    assert chat.returncode == 143
+    assert time.monotonic() - started < 5
+    assert "stopped by a second SIGTERM" in one_line(err)
+    assert wait_for(lambda: not tagged_processes(), 5), tagged_processes()
+    assert integrity(tmp_path / "state.db") == "ok"
