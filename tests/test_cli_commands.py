@@ -203,7 +203,7 @@ def test_doctor_shows_the_sandbox_in_force(tmp_path, capsys):
     code, out, _ = run(capsys, "doctor", "--home", str(tmp_path))
     assert "full-access: commands run without a sandbox" in out
     code, _, err = run(capsys, "config", "set", "sandbox.mode", "open", "--home", str(tmp_path))
-    assert code == 2 and "sandbox.mode must be one of" in err
+    assert code == 2 and 'sandbox.mode: found "open", expected read-only' in err
 
 
 def test_the_sandbox_flag_sets_the_mode_for_the_agent():
