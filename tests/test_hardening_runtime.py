@@ -90,7 +90,6 @@ def test_detached_children_end_with_the_command(tmp_path: Path, command: str) ->
         result = agent.run_conversation(user_message="start it")
         assert not _alive("sleep 3031"), tagged_processes()
     assert result["final_response"] == "done"
-    assert "background processes it left running were stopped" in result["messages"][2]["content"]
 
 
 def test_with_a_cgroup_even_a_child_that_drops_its_environment_ends(tmp_path: Path) -> None:
