@@ -48,6 +48,8 @@ class SignalStop:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self.received is not None:
+            return  # stopping: a further signal must still mean "now", until the process exits
         for number, previous in self._previous.items():
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(number, previous)
