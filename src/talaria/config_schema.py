@@ -156,6 +156,7 @@ SCHEMA: dict[str, Rule] = {
     "model.api_key_command": string(),
     "model.api_key_refresh": any_value(),
     "model.options": mapping("a mapping of client options (timeout, default_headers, ...)"),
+    "model.vision": boolean(None),
     "agent.max_turns": integer(90, minimum=1),
     "agent.max_tool_workers": integer(8, minimum=1, maximum=256),
     "agent.stream": boolean(True),
@@ -168,6 +169,10 @@ SCHEMA: dict[str, Rule] = {
     "compression.threshold": number(0.5, minimum=0.05, maximum=1.0),
     "compression.protect_last_n": integer(20),
     "context.engine": string("default"),
+    "prompt.profile": choice("auto", "auto", "full", "lean"),
+    "prompt.lean_below": integer(16384),
+    "tools.text_calls": boolean(True),
+    "providers": mapping("a mapping of name -> model entry"),
     "prompt_caching.enabled": boolean(True),
     "prompt_caching.ttl": choice("5m", "5m", "1h"),
     "fallback_providers": Rule([], "a list of provider entries", lambda v: isinstance(v, list)),
@@ -186,7 +191,11 @@ SCHEMA: dict[str, Rule] = {
     "retry.base_delay": number(1.0),
     "retry.max_delay": number(30.0),
     "store.url": string(),
+    "store.pool_size": integer(10, minimum=1),
     "store.lock_timeout": seconds(10),
+    "durable.heartbeat_timeout": seconds(30),
+    "durable.model_call_timeout": seconds(900),
+    "durable.lease_ttl": seconds(900),
     "mcp_servers": mapping("a mapping of server name -> {command, args, env} or {url}"),
     "sandbox.mode": choice("workspace-write", "read-only", "workspace-write", "full-access"),
     "sandbox.network": boolean(False),
@@ -195,7 +204,14 @@ SCHEMA: dict[str, Rule] = {
     "telemetry.enabled": boolean(False),
     "telemetry.capture_content": boolean(False),
     "telemetry.agent_name": string("talaria"),
+    "server.host": string("127.0.0.1"),
+    "server.port": integer(8642, minimum=0, maximum=65535),
     "server.api_key": string(),
+    "server.cors_origins": strings(),
+    "server.max_body_bytes": integer(4 * 1024 * 1024, minimum=1024),
+    "server.approvals": choice("deny", "deny", "off"),
+    "server.max_live_sessions": integer(256, minimum=1),
+    "server.run_retention": seconds(900),
 }
 
 
@@ -272,10 +288,11 @@ def _walk(data: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Problem]]
 
 
 def _entries(key: str, value: Any) -> Iterator[tuple[str, Problem]]:
-    """Model entries inside `fallback_providers` and `auxiliary` get the entry rules."""
+    """Model entries inside `fallback_providers`, `auxiliary` and `providers` get the entry
+    rules."""
     if key == "fallback_providers":
         items = [(f"{key}[{index}]", entry) for index, entry in enumerate(value)]
-    elif key == "auxiliary":
+    elif key in ("auxiliary", "providers"):
         items = [(f"{key}.{task}", entry) for task, entry in value.items()]
     else:
         return
