@@ -15,6 +15,27 @@ from talaria.testing import ScriptedProvider
 MODEL_ARGS = ("--model", "scripted-model", "--api-key", "test-key")
 
 
+def _sandbox_modes() -> list[Any]:
+    """Commands run inside bubblewrap (workspace-write) and unconfined (full-access); the
+    sandboxed case needs bwrap, which CI must have."""
+    import pytest
+
+    from talaria.tools.sandbox_probe import sandbox_support
+
+    support = sandbox_support()
+    if not support.available and os.environ.get("CI") == "true":
+        raise RuntimeError(f"CI needs bubblewrap for the sandboxed cases: {support.detail}")
+    confined = pytest.param(
+        "workspace-write",
+        marks=pytest.mark.skipif(not support.available, reason=support.detail),
+    )
+    return [confined, "full-access"]
+
+
+SANDBOX_MODES = _sandbox_modes()
+"""Parametrize a test over both: process tracking and signals must hold in each."""
+
+
 def cli(
     home: Path,
     *argv: str,

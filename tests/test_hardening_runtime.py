@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hardening_helpers import SANDBOX_MODES
 from helpers import MODES, scripted_agent
 from talaria import events as ev
 from talaria.cli.render import Renderer
@@ -63,11 +65,12 @@ def test_an_endless_stream_falls_back_to_the_next_provider(tmp_path: Path) -> No
 
 # ---- nothing left running -----------------------------------------------------------------
 
-NO_APPROVALS = {"approvals.mode": "off"}
 
-
-def _terminal_agent(server: ScriptedProvider, home: Path):  # type: ignore[no-untyped-def]
-    return scripted_agent(server, home, tools=[], toolsets=["terminal"], config=NO_APPROVALS)
+def _terminal_agent(  # type: ignore[no-untyped-def]
+    server: ScriptedProvider, home: Path, sandbox: str = "workspace-write"
+):
+    config = {"approvals.mode": "off", "sandbox.mode": sandbox}
+    return scripted_agent(server, home, tools=[], toolsets=["terminal"], config=config)
 
 
 def _alive(marker: str) -> bool:
@@ -84,9 +87,10 @@ def _alive(marker: str) -> bool:
     ],
     ids=["redirected", "setsid", "double-fork", "nohup"],
 )
-def test_detached_children_end_with_the_command(tmp_path: Path, command: str) -> None:
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_detached_children_end_with_the_command(tmp_path: Path, command: str, sandbox: str) -> None:
     steps = [call("terminal", {"command": command}), text("done")]
-    with ScriptedProvider(steps) as server, _terminal_agent(server, tmp_path) as agent:
+    with ScriptedProvider(steps) as server, _terminal_agent(server, tmp_path, sandbox) as agent:
         result = agent.run_conversation(user_message="start it")
         assert not _alive("sleep 3031"), tagged_processes()
     assert result["final_response"] == "done"
@@ -99,17 +103,23 @@ def test_with_a_cgroup_even_a_child_that_drops_its_environment_ends(tmp_path: Pa
         pytest.skip("no writable cgroup v2 here: tags, groups and sessions are used instead")
     command = "sleep 0.2; env -i setsid sleep 3036 >/dev/null 2>&1 &"
     steps = [call("terminal", {"command": command}), text("done")]
-    with ScriptedProvider(steps) as server, _terminal_agent(server, tmp_path) as agent:
+    with (
+        ScriptedProvider(steps) as server,
+        _terminal_agent(server, tmp_path, "full-access") as agent,  # no pid namespace
+    ):
         assert agent.chat("start it") == "done"
         leftovers = subprocess.run(["pgrep", "-f", "sleep 3036"], capture_output=True, text=True)
     assert leftovers.stdout == ""
 
 
-def test_background_processes_and_their_detached_children_end_at_close(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandbox", SANDBOX_MODES)
+def test_background_processes_and_their_detached_children_end_at_close(
+    tmp_path: Path, sandbox: str
+) -> None:
     command = "setsid sleep 3032 >/dev/null 2>&1 & sleep 3033"
     steps = [call("terminal", {"command": command, "background": True}), text("started")]
     with ScriptedProvider(steps) as server:
-        agent = _terminal_agent(server, tmp_path)
+        agent = _terminal_agent(server, tmp_path, sandbox)
         assert agent.chat("serve") == "started"
         assert wait_for(lambda: _alive("sleep 3032") and _alive("sleep 3033"), 10)
         agent.close()
@@ -244,6 +254,8 @@ def test_the_renderer_drops_control_sequences_but_keeps_its_colours(tmp_path: Pa
         ev.ReasoningDelta("think \x1b]2;title\x07 hard\n"),
         ev.ToolStarted("c1", "terminal", {"command": "echo \x1b]52;c;eA==\x07"}),
         ev.ToolFinished("c1", "terminal", "\x1b[2Jerror \x1b]0;t\x07", True, 0.1),
+        ev.ToolStarted("c2", "terminal", {"command": "cat notes"}),
+        ev.ToolFinished("c2", "terminal", "line \x1b]52;c;eA==\x07 \x1b[31mred\x1b[0m", False, 0.1),
         ev.Notice("warning", "provider said \x1b[2J\x1b]0;x\x07 hello"),
         ev.TurnFinished("text_response", HOSTILE, 1),
     ):
@@ -255,3 +267,30 @@ def test_the_renderer_drops_control_sequences_but_keeps_its_colours(tmp_path: Pa
         assert sequence not in shown, repr(sequence)
     assert "\x1b[" in shown, "the renderer's own colours stay"
     assert "copy" in shown and "this" in shown and "hello" in shown
+
+
+def test_the_one_shot_answer_on_a_terminal_loses_its_control_sequences(tmp_path: Path) -> None:
+    """`talaria -p` streams the answer to a terminal: what reaches it has no OSC / CSI."""
+    import pty
+
+    from hardening_helpers import MODEL_ARGS
+
+    primary, secondary = pty.openpty()
+    with ScriptedProvider([text(HOSTILE)]) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "talaria.cli.main", "-p", "say it", *MODEL_ARGS,
+             "--base-url", server.openai_base_url],
+            env={**os.environ, "TALARIA_HOME": str(tmp_path)}, stdin=subprocess.DEVNULL,
+            stdout=secondary, stderr=subprocess.PIPE, timeout=60,
+        )  # fmt: skip
+    os.close(secondary)
+    shown = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(primary, 65536):
+            shown += chunk
+    os.close(primary)
+    assert done.returncode == 0, done.stderr
+    answer = shown.decode("utf-8", "replace")
+    assert "copy" in answer and "reset" in answer
+    for sequence in ("\x1b", "\x07", "\x9b", "\x9d"):
+        assert sequence not in answer, repr(answer)

@@ -461,7 +461,7 @@ class Renderer:
         self._tool_line(mark, style, event.name, preview, event.duration_s)
         self.tool_outputs = [
             *self.tool_outputs[-(KEPT_OUTPUTS - 1) :],
-            ToolOutput(f"{event.name} {preview}".strip(), event.result),
+            ToolOutput(f"{event.name} {preview}".strip(), clean(event.result)),
         ]
         if event.is_error:
             first = next((line for line in clean(event.result).splitlines() if line.strip()), "")
@@ -479,7 +479,7 @@ class Renderer:
 
     def _output_preview(self, result: str) -> None:
         """The first lines of a tool's output under its line; /output shows all of it."""
-        lines = [line for line in result.splitlines() if line.strip()]
+        lines = [line for line in clean(result).splitlines() if line.strip()]
         if not lines:
             return
         width = terminal_width() - 8

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -66,8 +67,15 @@ class SignalStop:
 
 def stop_now(received: signal.Signals) -> None:
     """Kill what the agent started and exit immediately (the second signal)."""
+    fail(f"stopped by a second {received.name}; completed messages are stored")
+    _exit_quietly(received, None)
+
+
+def _exit_quietly(number: int, frame: FrameType | None) -> None:
     from talaria.tools.process_tracking import kill_everything
 
     kill_everything()
-    fail(f"stopped by a second {received.name}; completed messages are stored")
-    os._exit(EXIT_CODES.get(received, EXIT_SIGTERM))
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_CODES.get(signal.Signals(number), EXIT_SIGTERM))
