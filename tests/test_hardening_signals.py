@@ -118,7 +118,7 @@ def test_a_second_signal_stops_at_once_even_when_the_tool_ignores_the_first(
             chat.kill()
     # the second signal may land while talaria is already winding down (the sandbox's
     # namespace takes the tool down at once): it still exits 143
-    assert chat.returncode == 143
+    assert chat.returncode == 143, err
     assert time.monotonic() - started < 5
     line = one_line(err)
     assert "stopped by a second SIGTERM" in line or "interrupted by SIGTERM" in line

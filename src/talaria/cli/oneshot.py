@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, fail
 from talaria.cli.options import agent_kwargs
 from talaria.cli.safe_text import clean
-from talaria.cli.signals import SignalStop
+from talaria.cli.signals import SignalStop, exit_now
 from talaria.cli.stream_json import JsonLines, result_record
 
 if TYPE_CHECKING:
@@ -58,7 +58,9 @@ def run_oneshot(args: argparse.Namespace) -> int:
 
     with SignalStop(stop) as signals:
         code = _run(args, holder, signals)
-    return signals.exit_code or code
+        if signals.received is not None:
+            exit_now(signals.received)
+    return code
 
 
 def _run(args: argparse.Namespace, holder: dict[str, Agent], signals: SignalStop) -> int:

@@ -68,14 +68,17 @@ class SignalStop:
 def stop_now(received: signal.Signals) -> None:
     """Kill what the agent started and exit immediately (the second signal)."""
     fail(f"stopped by a second {received.name}; completed messages are stored")
-    _exit_quietly(received, None)
+    exit_now(received)
 
 
-def _exit_quietly(number: int, frame: FrameType | None) -> None:
+def exit_now(received: signal.Signals) -> None:
+    """Exit with the signal's code without interpreter finalization: once stopped by a signal
+    the work is done, and finalization resets the handlers, so a further signal arriving
+    during its (slow) module teardown would kill the process with no code of ours."""
     from talaria.tools.process_tracking import kill_everything
 
     kill_everything()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os._exit(EXIT_CODES.get(signal.Signals(number), EXIT_SIGTERM))
+    os._exit(EXIT_CODES.get(received, EXIT_SIGTERM))
