@@ -84,6 +84,12 @@ def run_interactive(args: argparse.Namespace) -> int:
         if not ensure_model(args, config):
             return EXIT_AGENT_FAILURE
     chat = Chat(args, config.home)
+    try:
+        chat.agent.store.list_sessions(limit=1)  # damaged, read-only, locked: say so now
+    except StoreError as exc:
+        chat.agent.close()
+        print(f"talaria: {exc}", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
     chat.resume(plan)
     return chat.run()
 
