@@ -34,6 +34,9 @@ class Rule:
     check: Callable[[Any], bool]
     explain: Callable[[Any], str | None] | None = None
     """A more precise `expected` for the value at hand (e.g. which part of a URL is wrong)."""
+    verbatim: bool = False
+    """`explain` says the whole problem in its own words (which entry, which key), not only
+    what was expected."""
 
     def problem(self, value: Any) -> str | None:
         if value is None and self.default is None:
@@ -124,6 +127,23 @@ def url(default: str | None = None) -> Rule:
     return Rule(default, "an http(s) URL", lambda v: url_problem(v) is None, url_problem)
 
 
+def _profiles_problem(value: Any) -> str | None:
+    from talaria.providers.profiles.profile import profiles_problem
+
+    return profiles_problem(value)
+
+
+def profiles() -> Rule:
+    """`profiles:` (model pattern -> profile facts), checked by the profile table's own rules."""
+    return Rule(
+        {},
+        "a mapping of model patterns to profile facts",
+        lambda v: _profiles_problem(v) is None,
+        _profiles_problem,
+        verbatim=True,
+    )
+
+
 def any_value(default: Any = None) -> Rule:
     return Rule(default, "anything", lambda v: True)
 
@@ -173,6 +193,7 @@ SCHEMA: dict[str, Rule] = {
     "prompt.lean_below": integer(16384),
     "tools.text_calls": boolean(True),
     "providers": mapping("a mapping of name -> model entry"),
+    "profiles": profiles(),
     "prompt_caching.enabled": boolean(True),
     "prompt_caching.ttl": choice("5m", "5m", "1h"),
     "fallback_providers": Rule([], "a list of provider entries", lambda v: isinstance(v, list)),
@@ -251,8 +272,11 @@ class Problem:
     key: str
     found: Any
     expected: str
+    verbatim: bool = False
 
     def line(self, origin: str) -> str:
+        if self.verbatim:
+            return f"{origin}: {self.key}: {self.expected}"
         return f"{origin}: {self.key}: found {shown(self.found)}, expected {self.expected}"
 
 
@@ -273,7 +297,7 @@ def _walk(data: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Problem]]
         if rule is not None:
             expected = rule.problem(value)
             if expected is not None:
-                yield "bad", Problem(key, value, expected)
+                yield "bad", Problem(key, value, expected, rule.verbatim)
             else:
                 yield from _entries(key, value)
         elif key in SECTIONS:

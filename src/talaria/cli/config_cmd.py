@@ -16,7 +16,7 @@ from typing import Any
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
 
 OPEN_SECTIONS = frozenset(
-    {"auxiliary", "fallback_providers", "command_allowlist", "mcp_servers", "providers"}
+    {"auxiliary", "fallback_providers", "command_allowlist", "mcp_servers", "providers", "profiles"}
 )
 """Sections whose keys are the user's to choose (e.g. auxiliary.<task>.model)."""
 
