@@ -68,7 +68,7 @@ def test_the_readme_shows_a_config_with_the_later_sections() -> None:
         ("prompt:\n  profile: tiny\n", 'prompt.profile: found "tiny", expected auto | full'),
         ("providers:\n  big: 5\n", "providers.big: found 5, expected a mapping"),
         ("durable:\n  lease_ttl: -1\n", "durable.lease_ttl: found -1, expected a positive"),
-        ("profiles:\n  qwen*: {stream_usag: 1}\n", "profiles: qwen*: unknown key 'stream_usag'"),
+        ("profiles:\n  qwen*: {stream_usag: 1}\n", "profiles.qwen*.stream_usag: unknown profile"),
     ],
 )
 def test_the_later_sections_are_checked_too(tmp_path: Path, text: str, message: str) -> None:

@@ -35,8 +35,8 @@ class Rule:
     explain: Callable[[Any], str | None] | None = None
     """A more precise `expected` for the value at hand (e.g. which part of a URL is wrong)."""
     verbatim: bool = False
-    """`explain` says the whole problem in its own words (which entry, which key), not only
-    what was expected."""
+    """`explain` says the whole problem in its own words, naming the dotted key itself (which
+    entry, which fact), not only what was expected."""
 
     def problem(self, value: Any) -> str | None:
         if value is None and self.default is None:
@@ -276,7 +276,7 @@ class Problem:
 
     def line(self, origin: str) -> str:
         if self.verbatim:
-            return f"{origin}: {self.key}: {self.expected}"
+            return f"{origin}: {self.expected}"
         return f"{origin}: {self.key}: found {shown(self.found)}, expected {self.expected}"
 
 
