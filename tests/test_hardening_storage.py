@@ -160,7 +160,7 @@ def test_a_locked_database_waits_the_stated_limit_then_says_what_was_kept(
     assert "the question was not sent" in line
     assert new.returncode == 2
     assert "the question was not sent" in one_line(new.stderr)
-    assert took < 20, f"two runs against a held lock took {took:.1f} s (it was 245 s each)"
+    assert took < 60, f"two runs against a held lock took {took:.1f} s (it was 245 s each)"
     assert len(server.requests) == 1, "no model call was made without a place to save it"
     _next_turn_works(server, tmp_path, "second")
     assert stored_contents(tmp_path / "state.db") == ["one", "first", "again", "second"]
@@ -178,7 +178,7 @@ def test_close_never_raises_when_the_store_is_locked(
     agent.close()
     took = time.monotonic() - started
     lock.execute("ROLLBACK")
-    assert took < 6, f"a held lock cost {took:.1f} s"
+    assert took < 15, f"a held lock cost {took:.1f} s"
     assert len(server.requests) == 1
     _next_turn_works(server, tmp_path, "second")
 

@@ -10,6 +10,11 @@ if TYPE_CHECKING:
 
 
 def agent_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Agent(**...) for the options given; a bad --base-url is a one-line `ConfigError`."""
+    if getattr(args, "base_url", None):
+        from talaria.config_schema import check_value
+
+        check_value("model.base_url", args.base_url, "--base-url")
     config: dict[str, Any] = {}
     if getattr(args, "yolo", False):
         config["approvals.mode"] = "off"

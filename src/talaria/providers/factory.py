@@ -71,15 +71,6 @@ def resolve_spec(
     resolved_provider, resolved_url, resolved_key = resolve_endpoint(
         provider, base_url, api_key, dict(os.environ) if env is None else env
     )
-    from talaria.config_schema import shown, url_problem
-
-    expected = url_problem(resolved_url)
-    if expected is not None:
-        from talaria.providers.errors import ErrorKind, ProviderError
-
-        raise ProviderError(
-            f"base_url: found {shown(resolved_url)}, expected {expected}", kind=ErrorKind.CONFIG
-        )
     mode = resolve_api_mode(api_mode, resolved_provider, resolved_url, model)
     overrides = overrides_for(profiles, model)
     return ProviderSpec(
