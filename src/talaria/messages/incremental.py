@@ -7,6 +7,9 @@ whole, exactly as `repair_history` does. After that, each request checks only th
 appended since the previous one, against the state the last scan ended in: a tail that keeps
 every rule joins the already-valid copy as it is. Anything else (a tail that breaks a rule, a
 new system prompt) falls back to the whole repair, so the result is always provider-valid.
+A repaired history stays as it was repaired: later requests extend that copy (a stable prefix
+for the prompt cache), where a whole repair of the longer history could differ in a detail
+(an empty last user message kept as "(empty message)" would be dropped once another follows).
 """
 
 from __future__ import annotations
