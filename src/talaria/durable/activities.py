@@ -315,6 +315,8 @@ def _loop_settings(agent: Agent) -> dict[str, Any]:
         if value is not None:
             section, _, name = dotted.partition(".")
             settings.setdefault(section, {})[name] = value
+    # The workflow cannot read the worker's files: images tools saved stay paths here.
+    settings.setdefault("model", {})["vision"] = False
     return settings
 
 

@@ -19,15 +19,11 @@ def build_messages(
     system_prompt: str | None,
     history: list[Message],
     ephemeral: list[str],
-    media: Path | None = None,
     repair: IncrementalRepair | None = None,
 ) -> list[Message]:
-    """System + repaired history, with ephemeral notes appended to the newest message; with
-    `media` (the model takes images), the images tools saved there follow their results.
+    """System + repaired history, with ephemeral notes appended to the newest message.
     `repair` keeps the repaired copy between calls (a one-off repair without it)."""
     messages = (repair or IncrementalRepair()).messages(system_prompt, history)
-    if media is not None:
-        messages = with_tool_images(messages, media)
     notes = [note for note in ephemeral if note]
     if notes and messages:
         messages = [*messages[:-1], _with_note(messages[-1], "\n\n".join(notes))]
@@ -56,9 +52,12 @@ def build_request(
     max_tokens: int | None,
     cache_ttl: str | None,
     tool_choice: str = "auto",
+    media: Path | None = None,
 ) -> ModelRequest:
+    """With `media` (the model takes images), the images tools saved there follow their
+    results in the request (the stored history keeps their paths)."""
     return ModelRequest(
-        messages=messages,
+        messages=with_tool_images(messages, media) if media is not None else messages,
         tools=tools,
         stream=stream,
         max_tokens=max_tokens,

@@ -230,9 +230,8 @@ async def _call(
     media = media_dir(rt.home) if config.get("model.vision", True) else None
 
     def build(extra: list[str]) -> ModelRequest:
-        notes = [*ephemeral, *extra]
         messages = build_messages(
-            session.system_prompt, session.history, notes, media, session.repair
+            session.system_prompt, session.history, [*ephemeral, *extra], session.repair
         )
         sent[:] = messages
         return build_request(
@@ -244,6 +243,7 @@ async def _call(
                 config.get("prompt_caching.ttl") if config.get("prompt_caching.enabled") else None
             ),
             tool_choice=tool_choice,
+            media=media,
         )
 
     if rt.hooks.has("pre_llm_call"):
