@@ -264,3 +264,22 @@ async def test_a_turn_can_be_followed_from_another_client_and_from_the_cli(
     assert events[-1]["type"] == "TurnFinished"
     assert cli.returncode == 0, err.decode()
     assert out.decode().strip() == "from the cli"
+
+
+async def test_the_session_budget_counts_earlier_durable_turns(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    with (home / "config.yaml").open("a") as config:
+        config.write("agent:\n  max_session_tokens: 10000\n")
+    script = [text("one", usage={"input_tokens": 10_000, "output_tokens": 1_000}), text("two")]
+    with ScriptedProvider(script) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        client = await connect(temporal_target)
+        first = await (await start_turn(client, queue, "1")).result()
+        session = first["session_id"]
+        second = await (await start_turn(client, queue, "2", session=session)).result()
+        assert len(server.requests) == 1  # 11000 tokens spent: the second turn calls nothing
+    assert first["turn_exit_reason"] == "text_response"
+    assert second["turn_exit_reason"] == "budget_exceeded"
+    assert "10000 tokens per session (agent.max_session_tokens)" in second["final_response"]
+    assert_valid_history(second)

@@ -60,7 +60,7 @@ LOOP_SETTINGS = (
     "model.max_tokens", "prompt_caching.enabled", "prompt_caching.ttl", "retry.max_attempts",
     "retry.base_delay", "retry.max_delay", "approvals.timeout", "agent.tool_timeout",
     "durable.heartbeat_timeout", "durable.model_call_timeout", "agent.max_cost_usd",
-    "agent.max_tokens_per_turn",
+    "agent.max_tokens_per_turn", "agent.max_session_cost_usd", "agent.max_session_tokens",
 )  # fmt: skip
 """The settings the workflow's copy of the loop reads; it gets these and nothing else."""
 
@@ -138,6 +138,7 @@ class TurnActivities:
             self.agents.store.claim_writer(session.id, writer, ttl=lease)
         except SessionBusy as exc:
             busy = str(exc)
+        stored = self.agents.store.get_session(session.id)
         return TurnSetup(
             session_id=session.id,
             system_prompt=session.system_prompt,
@@ -161,6 +162,7 @@ class TurnActivities:
             task_id=turn.task_id or runtime.new_id(),
             writer=writer,
             busy=busy,
+            session_usage=stored.usage if stored is not None else None,
         )
 
     @activity.defn(name="model_call")

@@ -56,6 +56,8 @@ class TurnSetup:
     """The turn's lease on the session (the same owner on every worker)."""
     busy: str | None = None
     """Set when another writer holds the session: the turn does not start."""
+    session_usage: dict[str, Any] | None = None
+    """The session's stored usage totals before this turn (for the per-session budgets)."""
 
 
 @dataclass

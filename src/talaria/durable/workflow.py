@@ -40,8 +40,10 @@ with workflow.unsafe.imports_passed_through():
         tool_stubs,
     )
     from talaria.loop.runtime import Runtime
+    from talaria.loop.spending import ACTIVE_METER, Budgets, SpendMeter
     from talaria.loop.turn import busy_result, result_dict, run_turn
     from talaria.plugins.hooks import HookBus
+    from talaria.providers.base import Usage
     from talaria.providers.resilience.caller import CallerSettings, ModelCaller
     from talaria.providers.resilience.chain import ChainEntry, ModelChain
     from talaria.providers.resilience.retry import RetryPolicy
@@ -70,6 +72,7 @@ class TurnWorkflow:
             start_to_close_timeout=timedelta(seconds=120),
             retry_policy=INFRA_RETRY,
         )
+        session_meter = _session_meter(setup.config, setup.session_usage)
         config = Config(data=setup.config, home=Path("."))
         timeouts = ActivityTimeouts(
             heartbeat=float(config.get("durable.heartbeat_timeout", 30)),
@@ -95,12 +98,15 @@ class TurnWorkflow:
             self.log,
         )
         runtime = self._runtime(setup, config, scope)
+        metering = ACTIVE_METER.set(session_meter)
         try:
             state = await run_turn(runtime, session, turn.user_message, setup.task_id)
         except Exception as exc:  # a bug, not a provider failure: fail the turn visibly
             raise ApplicationError(
                 f"the turn failed: {type(exc).__name__}: {exc}", non_retryable=True
             ) from exc
+        finally:
+            ACTIVE_METER.reset(metering)
         finish = FinishInput(
             session.id, state.usage.to_dict(), state.model, state.provider, state.api_mode,
             unsaved=session.take(), writer=setup.writer,
@@ -163,6 +169,22 @@ class TurnWorkflow:
     def pending(self) -> list[dict[str, Any]]:
         """Requests waiting for an answer now."""
         return list(self.requests.open.values())
+
+
+def _session_meter(settings: dict[str, Any], spent: dict[str, Any] | None) -> SpendMeter | None:
+    """The per-session budgets as the meter above the turn's own (the loop checks both, and
+    names the session limit when it stops). The loop would read the session's totals from
+    the store, which a workflow cannot reach, so `open_turn` read them; the limits leave the
+    settings the loop sees, so it meters the turn alone."""
+    agent = settings.get("agent") or {}
+    cost, tokens = agent.pop("max_session_cost_usd", None), agent.pop("max_session_tokens", None)
+    if cost is None and tokens is None:
+        return None
+    limits = Budgets(
+        session_cost=None if cost is None else float(cost),
+        session_tokens=None if tokens is None else int(tokens),
+    )
+    return SpendMeter(limits, Usage.from_dict(spent) if spent else None)
 
 
 def _workflow_random() -> float:
