@@ -146,7 +146,13 @@ class WorkerProcess:
     """`talaria worker` as a subprocess, ready when it says it is serving."""
 
     def __init__(
-        self, target: str, queue: str, server: ScriptedProvider, home: Path, toolsets: str = ""
+        self,
+        target: str,
+        queue: str,
+        server: ScriptedProvider,
+        home: Path,
+        toolsets: str = "",
+        env: dict[str, str] | None = None,
     ) -> None:
         command = [
             sys.executable, "-m", "talaria.cli.main", "worker", "--temporal", target,
@@ -154,8 +160,9 @@ class WorkerProcess:
             "--base-url", server.openai_base_url, "--api-key", "test", "--home", str(home),
             "--toolsets", toolsets,
         ]  # fmt: skip
+        environ = {**os.environ, "CI": "", **(env or {})}
         self.proc = subprocess.Popen(
-            command, cwd=home, stderr=subprocess.PIPE, text=True, env={**os.environ, "CI": ""}
+            command, cwd=home, stderr=subprocess.PIPE, text=True, env=environ
         )
         self.lines: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()

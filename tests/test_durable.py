@@ -5,6 +5,7 @@ kill -9 of the worker during a model call and during a tool."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from otlp_collector import Collector
 from talaria.durable.client import DurableTurn, connect, start_turn
 from talaria.messages.validate import history_problems
 from talaria.store.factory import open_store
@@ -283,3 +285,56 @@ async def test_the_session_budget_counts_earlier_durable_turns(
     assert second["turn_exit_reason"] == "budget_exceeded"
     assert "10000 tokens per session (agent.max_session_tokens)" in second["final_response"]
     assert_valid_history(second)
+
+
+async def test_a_durable_turn_is_one_trace_from_the_cli_to_the_worker(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    collector = Collector()
+    env = {
+        "TALARIA_OTEL": "1",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_METRIC_EXPORT_INTERVAL": "200",
+    }
+    usage = {"input_tokens": 100, "output_tokens": 20}
+    script = [call("append_line", {"text": "one"}, usage=usage), text("done", usage=usage)]
+    wanted = {"StartWorkflow:TalariaTurn", "chat scripted-model", "execute_tool append_line"}
+    try:
+        with ScriptedProvider(script) as server:
+            workers.append(WorkerProcess(temporal_target, queue, server, home, env=env))
+            cli = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "talaria.cli.main", "chat", "-q", "append one line",
+                "--temporal", temporal_target, "--task-queue", queue, "--home", str(home),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, **env},
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(cli.communicate(), 120)
+            assert cli.returncode == 0, err.decode()
+
+            def names() -> list[str]:
+                return [span.name for span in collector.spans]
+
+            await wait_for(lambda: wanted <= set(names()), f"the spans (got {names()})", 30)
+            await wait_for(
+                lambda: "gen_ai.client.token.usage" in collector.metric_names, "token metrics", 30
+            )
+    finally:
+        collector.close()
+    assert out.decode().strip() == "done"
+    (start,) = [span for span in collector.spans if span.name == "StartWorkflow:TalariaTurn"]
+    turn = [span for span in collector.spans if not span.name.endswith(":events")]
+    assert {span.trace_id for span in turn} == {start.trace_id}  # event polls are their own
+    assert {"RunWorkflow:TalariaTurn", "RunActivity:open_turn", "RunActivity:finish_turn"} <= {
+        span.name for span in turn
+    }
+    by_id = {span.span_id: span for span in collector.spans}
+    answered = []
+    for span in collector.spans:
+        if span.name.startswith(("chat ", "execute_tool ")):  # inside their activity's span
+            activity = by_id[span.parent_span_id].name
+            assert activity in ("RunActivity:model_call", "RunActivity:tool_call"), activity
+        attributes = {a.key: a.value for a in span.attributes}
+        if "gen_ai.usage.input_tokens" in attributes:
+            answered.append(attributes["gen_ai.usage.input_tokens"].int_value)
+    assert answered == [100, 100]

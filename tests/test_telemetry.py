@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from helpers import MODES, base_url, scripted_agent
+from otlp_collector import Collector
 from talaria.testing import Fail, ScriptedProvider, call, calls, text
 
 SECRET = "the-launch-code-is-4242"
@@ -276,72 +277,11 @@ def test_with_telemetry_off_nothing_from_opentelemetry_is_imported(
     assert done.stdout.strip() == "[]"
 
 
-class _Collector:
-    """A stdlib OTLP/HTTP receiver: decodes every ExportTraceServiceRequest and
-    ExportMetricsServiceRequest it is sent."""
-
-    def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.spans: list[Any] = []
-        self.metric_names: set[str] = set()
-        self.resources: list[dict[str, Any]] = []
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                if self.headers.get("content-encoding") == "gzip":
-                    import gzip
-
-                    body = gzip.decompress(body)
-                collector.receive(self.path, body)
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def receive(self, path: str, body: bytes) -> None:
-        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-
-        if path == "/v1/traces":
-            request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
-            for resource_spans in request.resource_spans:
-                self.resources.append(
-                    {a.key: a.value.string_value for a in resource_spans.resource.attributes}
-                )
-                for scope_spans in resource_spans.scope_spans:
-                    self.spans.extend(scope_spans.spans)
-        elif path == "/v1/metrics":
-            metrics_request = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
-            for resource_metrics in metrics_request.resource_metrics:
-                for scope_metrics in resource_metrics.scope_metrics:
-                    self.metric_names.update(m.name for m in scope_metrics.metrics)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
 def test_a_cli_turn_exports_over_otlp_http_to_a_collector(
     provider: ScriptedProvider, tmp_path: Path
 ) -> None:
     provider.add(call("add", {"a": 1, "b": 2}, usage=USAGE), text("3", usage=USAGE))
-    collector = _Collector()
+    collector = Collector()
     env = {
         **os.environ,
         "TALARIA_OTEL": "1",

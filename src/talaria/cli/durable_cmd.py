@@ -84,6 +84,10 @@ def exit_now(code: int) -> NoReturn:
     ("PyGILState_Release ... finalizing") after all our work is done and flushed."""
     import os
 
+    if "opentelemetry" in sys.modules:  # telemetry was on: export the spans before leaving
+        from talaria.telemetry.export import flush
+
+        flush()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -98,7 +102,7 @@ async def _durable_turn(args: argparse.Namespace) -> dict[str, Any]:
     overrides = {key: options.get(key) for key in ("model", "provider", "base_url", "api_mode")}
     overrides.update(toolsets=options.get("toolsets"), max_turns=options.get("max_iterations"))
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
-    client = await connect(args.temporal, args.namespace)
+    client = await connect(args.temporal, args.namespace, traced=_tracing(options))
     turn = await start_turn(
         client,
         args.task_queue,
@@ -118,6 +122,20 @@ async def _durable_turn(args: argparse.Namespace) -> dict[str, Any]:
             await turn.respond(event["request_id"], await asyncio.to_thread(_ask, event))
 
     return await turn.follow(show)
+
+
+def _tracing(options: dict[str, Any]) -> bool:
+    """With telemetry on, talaria's exporters are set up here too: the turn's trace starts
+    in this process (the span that starts the workflow)."""
+    from talaria.config import Config
+    from talaria.telemetry.base import telemetry_enabled
+
+    if not telemetry_enabled(Config.load(options.get("home"), overrides=options.get("config"))):
+        return False
+    from talaria.telemetry.export import ensure_providers
+
+    ensure_providers()
+    return True
 
 
 def _ask(event: dict[str, Any]) -> str:

@@ -99,6 +99,13 @@ class WorkerAgents:
             self._agents[key] = (agent, assemble_runtime(agent))
         return self._agents[key]
 
+    @property
+    def traced(self) -> bool:
+        """Whether this worker records telemetry (`telemetry.enabled`, `TALARIA_OTEL=1`)."""
+        from talaria.telemetry.base import NO_TELEMETRY
+
+        return self.get({})[1].telemetry is not NO_TELEMETRY
+
     def warm_up(self) -> None:
         """Assemble the default agent and its model clients now (on the worker's loop): the
         first SDK import and client take seconds, and an activity doing that work instead
@@ -178,14 +185,17 @@ class TurnActivities:
         watch = Watchdog(deltas, settings.first_byte_timeout, settings.idle_timeout)
         hook_args = {"session_id": call.session_id, "task_id": call.task_id}
         runtime.hooks.emit("pre_llm_call", request=request, **hook_args)
-        async with _heartbeating(deltas.flush):
-            try:
-                client = entry.client()
-                response = await watch.guard(
-                    client.complete(request, watch), streaming=request.stream
-                )
-            except ProviderError as error:
-                return {"error": error_to_dict(error)}
+        with runtime.telemetry.model_call(request, entry) as observed:
+            async with _heartbeating(deltas.flush):
+                try:
+                    client = entry.client()
+                    response = await watch.guard(
+                        client.complete(request, watch), streaming=request.stream
+                    )
+                except ProviderError as error:
+                    observed.attempt_failed(error, "raise")  # the workflow decides what next
+                    return {"error": error_to_dict(error)}
+            observed.answered(client, response)
         runtime.hooks.emit("post_llm_call", response=response, **hook_args)
         return {"response": response_to_dict(response)}
 

@@ -28,9 +28,17 @@ class DurableError(RuntimeError):
     """The cluster cannot be reached, or the turn failed there."""
 
 
-async def connect(target: str, namespace: str = "default") -> Client:
+async def connect(target: str, namespace: str = "default", *, traced: bool = False) -> Client:
+    """A client of the cluster; `traced` (telemetry on) adds Temporal's tracing interceptor,
+    so a turn started here and the worker's spans for it (workflow, activities, talaria's
+    `chat` and `execute_tool`) are one trace, under the current span when there is one."""
+    interceptors: list[Any] = []
+    if traced:
+        from temporalio.contrib.opentelemetry import TracingInterceptor
+
+        interceptors.append(TracingInterceptor(always_create_workflow_spans=True))
     try:
-        return await Client.connect(target, namespace=namespace)
+        return await Client.connect(target, namespace=namespace, interceptors=interceptors)
     except Exception as exc:
         raise DurableError(f"cannot reach the Temporal server at {target}: {exc}") from None
 

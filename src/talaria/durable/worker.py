@@ -18,7 +18,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from talaria.durable.activities import TurnActivities, WorkerAgents
 from talaria.durable.workflow import TurnWorkflow
 
-PASSTHROUGH = ("talaria", "genai_prices", "pydantic", "pydantic_core", "yaml", "httpx")
+PASSTHROUGH = (
+    "talaria", "genai_prices", "pydantic", "pydantic_core", "yaml", "httpx", "opentelemetry",
+)  # fmt: skip
 """Modules the workflow uses but need not re-import per run: talaria's loop is free of side
 effects at import, and these are its (pure) dependencies."""
 
@@ -57,9 +59,9 @@ async def run_worker(
     """Serve turns until `stop` is set (or forever)."""
     from talaria.durable.client import connect
 
-    client = await connect(target, namespace)
     agents = WorkerAgents({**agent_options, "source": agent_options.get("source", "temporal")})
     agents.warm_up()
+    client = await connect(target, namespace, traced=agents.traced)  # its workers trace too
     try:
         async with build_worker(
             client, task_queue, agents, max_concurrent_activities=max_concurrent_activities

@@ -32,6 +32,14 @@ def ensure_providers() -> None:
             metrics.set_meter_provider(_meter_provider())
 
 
+def flush() -> None:
+    """Export what is buffered now (for a process that leaves without running `atexit`)."""
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        force_flush = getattr(provider, "force_flush", None)
+        if force_flush is not None:
+            force_flush()
+
+
 def _unset(provider: object) -> bool:
     """True for the API's placeholder, which stands in until a program sets a provider (the
     metrics API does not export its class, hence the name check)."""
