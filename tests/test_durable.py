@@ -19,7 +19,7 @@ from talaria.durable.client import DurableTurn, connect, start_turn
 from talaria.messages.validate import history_problems
 from talaria.store.factory import open_store
 from talaria.store.sqlite import SQLiteSessionStore
-from talaria.testing import ScriptedProvider, call, text
+from talaria.testing import Fail, ScriptedProvider, call, text
 from temporal_cluster import WorkerProcess, new_queue, worker_home
 
 pytestmark = pytest.mark.timeout(300)
@@ -338,3 +338,25 @@ async def test_a_durable_turn_is_one_trace_from_the_cli_to_the_worker(
         if "gen_ai.usage.input_tokens" in attributes:
             answered.append(attributes["gen_ai.usage.input_tokens"].int_value)
     assert answered == [100, 100]
+
+
+async def test_a_rejected_key_is_refreshed_on_the_worker(
+    temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
+) -> None:
+    with (home / "config.yaml").open("a") as config:
+        config.write("retry:\n  max_attempts: 1\n")  # no plain retry: only the refresh helps
+    (home / "config.yaml").write_text(
+        (home / "config.yaml")
+        .read_text()
+        .replace("model:\n", "model:\n  api_key_command: echo rotated-key\n", 1)
+    )
+    with ScriptedProvider([Fail(401), text("in with the new key")]) as server:
+        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        client = await connect(temporal_target)
+        seen: list[dict[str, Any]] = []
+        result = await (await start_turn(client, queue, "hi")).follow(seen.append)
+        keys = [r.headers.get("authorization") for r in server.requests]
+    assert result["final_response"] == "in with the new key" and result["completed"]
+    assert keys == ["Bearer test", "Bearer rotated-key"]
+    notices = [e["message"] for e in seen if e["type"] == "Notice"]
+    assert any("retrying with a refreshed key" in n for n in notices), notices

@@ -311,3 +311,9 @@ def spawn_child(parent: Agent, session_id: str, toolsets: list[str]) -> Agent:
     child.parent_session_id = session_id
     child._shared_tools = parent._runtime.tool_source if parent._runtime else None
     return child
+
+
+def credential_sources(agent: Agent) -> list[CredentialSource | None]:
+    """Where each chain entry's key can be re-read from, in chain order (a durable worker
+    refreshes a rejected key itself: the turn's caller runs in the workflow, without keys)."""
+    return _chain_entries(agent)[1]

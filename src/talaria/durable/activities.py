@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import activity
 
+from talaria.durable.credentials import refresh_key
 from talaria.durable.protocol import (
     AGENT_OVERRIDES,
     FinishInput,
@@ -176,25 +177,29 @@ class TurnActivities:
     async def model_call(self, call: ModelCallInput) -> dict[str, Any]:
         """One request on the real client (with the stream watchdog); errors come back as
         data so that the turn's own retry and fallback policy decides what happens next."""
-        _, runtime = self.agents.get(call.agent)
+        agent, runtime = self.agents.get(call.agent)
         self._save(call.session_id, call.unsaved, call.writer)
         entry = runtime.caller.chain.entries[call.entry]
         request = request_from_dict(call.request)
         deltas = _DeltaForwarder(activity.info().workflow_id or "", call.deltas)
-        settings = runtime.caller.settings
-        watch = Watchdog(deltas, settings.first_byte_timeout, settings.idle_timeout)
         hook_args = {"session_id": call.session_id, "task_id": call.task_id}
         runtime.hooks.emit("pre_llm_call", request=request, **hook_args)
         with runtime.telemetry.model_call(request, entry) as observed:
             async with _heartbeating(deltas.flush):
                 try:
-                    client = entry.client()
-                    response = await watch.guard(
-                        client.complete(request, watch), streaming=request.stream
-                    )
+                    client, response = await _complete(runtime, entry, request, deltas)
                 except ProviderError as error:
-                    observed.attempt_failed(error, "raise")  # the workflow decides what next
-                    return {"error": error_to_dict(error)}
+                    notice = await refresh_key(agent, call.entry, entry, error)
+                    if notice is None:
+                        observed.attempt_failed(error, "raise")  # the workflow decides next
+                        return {"error": error_to_dict(error)}
+                    observed.attempt_failed(error, "retry")
+                    deltas.note(notice)
+                    try:
+                        client, response = await _complete(runtime, entry, request, deltas)
+                    except ProviderError as again:
+                        observed.attempt_failed(again, "raise")
+                        return {"error": error_to_dict(again)}
             observed.answered(client, response)
         runtime.hooks.emit("post_llm_call", response=response, **hook_args)
         return {"response": response_to_dict(response)}
@@ -308,6 +313,17 @@ class TurnActivities:
         ]
 
 
+async def _complete(
+    runtime: Runtime, entry: Any, request: Any, deltas: _DeltaForwarder
+) -> tuple[Any, Any]:
+    """One attempt on the real client, under the stream watchdog: (client, response)."""
+    settings = runtime.caller.settings
+    watch = Watchdog(deltas, settings.first_byte_timeout, settings.idle_timeout)
+    client = entry.client()
+    response = await watch.guard(client.complete(request, watch), streaming=request.stream)
+    return client, response
+
+
 def _describe(tool: Any, schema: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": tool.name,
@@ -397,6 +413,10 @@ class _DeltaForwarder:
     def _add(self, event: Event) -> None:
         if self.enabled:
             self.buffer.append(event_to_dict(event))
+
+    def note(self, event: Event) -> None:
+        """An event the turn's followers see even when deltas are off (a notice)."""
+        self.buffer.append(event_to_dict(event))
 
     def text(self, delta: str) -> None:
         if delta:
