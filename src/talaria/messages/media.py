@@ -12,6 +12,7 @@ nothing.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -74,24 +75,36 @@ def _images_in(message: Message, folder: Path) -> list[Message]:
         return []
     parts = []
     for mime, written in _MARKER.findall(content):
-        data = _readable(Path(written.strip()), mime, folder)
-        if data is not None:
-            url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+        url = _data_url(Path(written.strip()), mime, folder)
+        if url is not None:
             parts.append({"type": "image_url", "image_url": {"url": url}})
     return parts
 
 
-def _readable(path: Path, mime: str, folder: Path) -> bytes | None:
-    """The file's bytes when it is a saved image of this home, else None."""
+def _data_url(path: Path, mime: str, folder: Path) -> str | None:
+    """The image as a data URL when it is a saved image of this home, else None."""
     extension = IMAGE_EXTENSIONS.get(mime)
     if extension is None or path.suffix != extension:
         return None
     try:
-        if path.parent.resolve() != folder.resolve():
+        if path.parent.resolve() != folder.resolve() or path.is_symlink():
             return None
-        if path.is_symlink() or path.stat().st_size > MAX_IMAGE_BYTES:
-            return None
-        data = path.read_bytes()
+        stat = path.stat()
     except OSError:
         return None
-    return data if path.name == media_name(data, extension) else None
+    if stat.st_size > MAX_IMAGE_BYTES:
+        return None
+    return _encoded(str(path), mime, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _encoded(path: str, mime: str, mtime_ns: int, size: int) -> str | None:
+    """Read, check and encode once per file version: every request of the session sends the
+    image again (a few recent ones are kept; the file's time and size key the entry)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    if Path(path).name != media_name(data, IMAGE_EXTENSIONS[mime]):
+        return None
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
