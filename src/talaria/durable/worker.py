@@ -60,9 +60,9 @@ async def run_worker(
     from talaria.durable.client import connect
 
     agents = WorkerAgents({**agent_options, "source": agent_options.get("source", "temporal")})
-    agents.warm_up()
-    client = await connect(target, namespace, traced=agents.traced)  # its workers trace too
     try:
+        agents.warm_up()
+        client = await connect(target, namespace, traced=agents.traced)  # its workers trace too
         async with build_worker(
             client, task_queue, agents, max_concurrent_activities=max_concurrent_activities
         ):
