@@ -14,9 +14,6 @@ from typing import Any
 import driver_kit
 from common import MODEL
 
-MAX_TURNS = 1000
-"""Model calls allowed per run (the SDK's default of 10 would stop the 40-step loop)."""
-
 
 def _agent(url: str) -> Any:
     from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
@@ -38,7 +35,7 @@ class AgentsSDKSide(driver_kit.Side):
         from agents import Runner
 
         agent = _agent(self.url)
-        result = Runner.run_streamed(agent, message, max_turns=MAX_TURNS)
+        result = Runner.run_streamed(agent, message, max_turns=driver_kit.MAX_STEPS)
         async for _ in result.stream_events():
             pass
         self.kept(agent)

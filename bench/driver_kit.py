@@ -25,6 +25,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+MAX_STEPS = 1000
+"""Model calls every side allows per turn (their defaults, 10 to 90, would stop the 150-step
+loop early)."""
+
 Turn = Callable[[str], int]
 """Runs one turn on a fresh agent with this user message; returns the model calls it made."""
 

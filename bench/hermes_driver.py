@@ -43,7 +43,8 @@ def _agent(url: str) -> Any:
     from run_agent import AIAgent
 
     return AIAgent(base_url=url, api_key="x", model="scripted-model",
-                   enabled_toolsets=["bench"], quiet_mode=True)
+                   enabled_toolsets=["bench"], quiet_mode=True,
+                   max_iterations=driver_kit.MAX_STEPS)
 
 
 class _Side:

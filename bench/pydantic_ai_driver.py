@@ -38,9 +38,11 @@ async def _drain(ctx: Any, events: Any) -> None:
 class PydanticAISide(driver_kit.Side):
     async def turn(self, message: str) -> int:
         from pydantic_ai.messages import ModelResponse
+        from pydantic_ai.usage import UsageLimits
 
         agent = _agent(self.url)
-        result = await agent.run(message, event_stream_handler=_drain)
+        limits = UsageLimits(request_limit=driver_kit.MAX_STEPS)
+        result = await agent.run(message, event_stream_handler=_drain, usage_limits=limits)
         self.kept(agent)
         if result.output != "done":
             raise RuntimeError(f"final answer {result.output!r}")
