@@ -13,7 +13,7 @@ from typing import Any
 
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind
-from talaria.providers.profiles import ModelProfile, profile_for
+from talaria.providers.profiles import ModelProfile
 from talaria.providers.transport.auth import anthropic_endpoint
 from talaria.providers.wire.anthropic_adapter import (
     API_MODE,
@@ -44,13 +44,12 @@ class AnthropicMessagesClient(EndpointClient["_Assembly"]):
         profile: ModelProfile | None = None,
     ) -> None:
         endpoint = anthropic_endpoint(base_url, api_key, default_headers=default_headers)
-        super().__init__(model, endpoint=endpoint, provider=provider, timeout=timeout)
+        super().__init__(
+            model, endpoint=endpoint, provider=provider, timeout=timeout, profile=profile
+        )
         self.max_tokens_default = max_tokens_default
         self.thinking = thinking
         self._source = replay_source(base_url)
-        self.profile = profile or profile_for(
-            provider=provider, model=model, base_url=endpoint.base_url, api_mode=self.api_mode
-        )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_body(

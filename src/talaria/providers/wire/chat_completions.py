@@ -21,7 +21,7 @@ from talaria.providers.base import (
     Usage,
 )
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.profiles import ModelProfile, profile_for
+from talaria.providers.profiles import ModelProfile
 from talaria.providers.transport.auth import openai_endpoint
 from talaria.providers.wire.endpoint import EndpointClient
 
@@ -62,11 +62,10 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
         endpoint = openai_endpoint(
             base_url, api_key, provider=provider, default_headers=default_headers
         )
-        super().__init__(model, endpoint=endpoint, provider=provider, timeout=timeout)
-        self.extra_body = extra_body
-        self.profile = profile or profile_for(
-            provider=provider, model=model, base_url=base_url, api_mode=self.api_mode
+        super().__init__(
+            model, endpoint=endpoint, provider=provider, timeout=timeout, profile=profile
         )
+        self.extra_body = extra_body
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_body(request, self.model, self.extra_body, self.profile)

@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.providers.resilience.classify import classify_exception
 from talaria.providers.transport import http, sse
 from talaria.providers.transport.auth import Endpoint
@@ -36,13 +37,22 @@ class EndpointClient(ABC, Generic[R]):
     api_mode: str
 
     def __init__(
-        self, model: str, *, endpoint: Endpoint, provider: str, timeout: float = 600.0
+        self,
+        model: str,
+        *,
+        endpoint: Endpoint,
+        provider: str,
+        timeout: float = 600.0,
+        profile: ModelProfile | None = None,
     ) -> None:
         self.model = model
         self.provider = provider
         self.endpoint = endpoint
         self.base_url = endpoint.base_url
         self.timeout = timeout
+        self.profile = profile or profile_for(
+            provider=provider, model=model, base_url=endpoint.base_url, api_mode=self.api_mode
+        )
 
     @abstractmethod
     def build_body(self, request: ModelRequest) -> dict[str, Any]:

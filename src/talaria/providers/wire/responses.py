@@ -20,7 +20,7 @@ from talaria.providers.base import (
     Usage,
 )
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.providers.profiles import ModelProfile, profile_for
+from talaria.providers.profiles import ModelProfile
 from talaria.providers.transport.auth import openai_endpoint
 from talaria.providers.wire.chat_completions import tool_fields
 from talaria.providers.wire.endpoint import EndpointClient
@@ -70,12 +70,11 @@ class ResponsesClient(EndpointClient["_Assembly"]):
         endpoint = openai_endpoint(
             base_url, api_key, provider=provider, default_headers=default_headers
         )
-        super().__init__(model, endpoint=endpoint, provider=provider, timeout=timeout)
+        super().__init__(
+            model, endpoint=endpoint, provider=provider, timeout=timeout, profile=profile
+        )
         self.extra_body = dict(extra_body or {})
         self._source = replay_source(base_url)
-        self.profile = profile or profile_for(
-            provider=provider, model=model, base_url=base_url.rstrip("/"), api_mode=self.api_mode
-        )
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         instructions, items = to_input(request.messages, self._source)
