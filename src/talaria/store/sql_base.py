@@ -11,6 +11,7 @@ indexes are not alike).
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -92,17 +93,19 @@ def check_keep(keep: object) -> int:
     return keep
 
 
-class SqlSessionStore:
+class SqlSessionStore(ABC):
     """The `SessionStore` methods whose SQL is the same on both backends."""
 
     dialect: Dialect
     _clock: Callable[[], float]
 
+    @abstractmethod
     def _read(self, work: Callable[[Conn], T]) -> T:
-        raise NotImplementedError
+        """Run `work` on a connection for reading."""
 
+    @abstractmethod
     def _write(self, work: Callable[[Conn], T]) -> T:
-        raise NotImplementedError
+        """Run `work` in one write transaction."""
 
     @staticmethod
     def _text(value: str | None) -> str | None:
@@ -112,8 +115,9 @@ class SqlSessionStore:
     def _run(self, conn: Conn, sql: str, params: Any = ()) -> Any:
         return conn.execute(self.dialect.sql(sql), params)
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release the backend's connections; never raises."""
 
     def __enter__(self) -> Self:
         return self
