@@ -61,8 +61,10 @@ def test_chat_in_the_browser_with_an_approval_and_a_tool_card(browser, tmp_path:
         approval.get_by_role("button", name="Approve once").click()
 
         reply = page.locator(".msg.assistant").last
+        # The answer streams in chunks of five characters: wait for its last one before reading
+        # it, or the assertions below see a half-streamed "<b>not bold</".
         answered = "() => [...document.querySelectorAll('.msg.assistant')]" + (
-            ".some(m => m.textContent.includes('not bold'))"
+            ".some(m => m.textContent.includes('<b>not bold</b>'))"
         )
         page.wait_for_function(answered, timeout=30_000)
         assert reply.locator("strong").inner_text() == "old build"
