@@ -11,10 +11,10 @@ import functools
 import importlib.util
 import logging
 from collections.abc import Iterable
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from talaria.plugins.entry_points import entry_points
 from talaria.plugins.hooks import HookBus
 
 log = logging.getLogger("talaria.plugins")
@@ -45,9 +45,10 @@ def load_plugins(bus: HookBus, home: Path, explicit: Iterable[Any] = ()) -> list
 @functools.cache
 def _entry_point_plugins() -> list[tuple[str, Any]]:
     """Scanned once per process: the installed distributions do not change under us, and the
-    scan costs every new agent milliseconds."""
+    scan costs every new agent milliseconds (read without `importlib.metadata`, see
+    `entry_points`)."""
     found = []
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
+    for entry in entry_points(ENTRY_POINT_GROUP):
         try:
             found.append((entry.name, entry.load()))
         except Exception:
