@@ -110,9 +110,20 @@ def test_the_first_install_on_the_path_wins_and_an_editable_install_loads(
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TALARIA_HOME": str(home)}
     with ScriptedProvider([text("hi")]) as server:
         done = subprocess.run(
-            [sys.executable, "-c", AGENT, str(first), str(second), server.openai_base_url,
-             str(home)],
-            capture_output=True, text=True, env=env, cwd=home, timeout=120,
+            [
+                sys.executable,
+                "-c",
+                AGENT,
+                str(first),
+                str(second),
+                server.openai_base_url,
+                str(home),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=home,
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr[-2000:]
         seen = json.loads(done.stdout.strip().splitlines()[-1])

@@ -9,7 +9,6 @@ A wrong value is a `ConfigError` whose message is one line:
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping
@@ -333,6 +332,8 @@ def _entries(key: str, value: Any) -> Iterator[tuple[str, Problem]]:
 
 def suggestion(key: str) -> str:
     """' (did you mean <key>?)' for the closest known key, or ''."""
+    import difflib  # only a config with an unknown key needs it
+
     close = difflib.get_close_matches(key, list(SCHEMA), n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 

@@ -10,8 +10,8 @@ emitted the moment it is asked, so none lapses unseen.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -94,7 +94,7 @@ class Interactions:
     async def ask(self, make_request: Callable[[str], Request], timeout: float | None) -> str:
         """Emit the request and wait for its answer; RequestLapsed on timeout (and on
         interrupt, via cancellation, after withdrawing it)."""
-        request = make_request(f"req_{uuid.uuid4().hex[:12]}")
+        request = make_request(f"req_{os.urandom(6).hex()}")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[str] = loop.create_future()
         with self._lock:

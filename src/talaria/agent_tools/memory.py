@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from talaria.events import Notice
-from talaria.prompt.injection import scan_secrets, scan_text
 from talaria.tools.base import Tool, ToolContext, ToolError
 
 SEPARATOR = "\n§\n"
@@ -130,6 +128,8 @@ class MemoryStore:
     def _write(self, target: str, entries: list[str]) -> None:
         """Write a temporary file and rename it over the old one: a crash never leaves
         a half-written memory file."""
+        import tempfile
+
         body = SEPARATOR.join(entries) + ("\n" if entries else "")
         handle, temp_name = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         try:
@@ -152,6 +152,8 @@ def _check_content(text: str) -> str | None:
         return "content is empty; give the text of the entry"
     if "§" in text.splitlines():
         return "content may not contain a line holding only '§' (it separates entries)"
+    from talaria.prompt.injection import scan_secrets, scan_text  # compiled on the first write
+
     findings = scan_text(text) + scan_secrets(text)
     if findings:
         return (

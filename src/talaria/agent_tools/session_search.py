@@ -7,7 +7,7 @@ search never floods the context window.
 
 from __future__ import annotations
 
-from datetime import datetime
+import time
 from typing import Any
 
 from talaria.store.base import SearchHit, SearchQueryError, SessionInfo, content_text
@@ -33,7 +33,7 @@ def _clamp(limit: Any) -> int:
 
 
 def _when(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
 
 
 def _trim(text: str, limit: int = CONTEXT_CHARS) -> str:

@@ -6,9 +6,9 @@ which is what lets tests, a child agent or a durable engine run the same loop.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +28,7 @@ from talaria.tools.executor import ToolExecutor
 
 
 def new_task_id() -> str:
-    return f"task_{uuid.uuid4().hex[:12]}"
+    return f"task_{os.urandom(6).hex()}"
 
 
 class ToolSource(Protocol):

@@ -11,9 +11,9 @@ turn, and a second writer gets `SessionBusy`.
 
 from __future__ import annotations
 
-import uuid
+import os
+import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from talaria.messages.incremental import IncrementalRepair
@@ -28,7 +28,7 @@ Message = dict[str, Any]
 
 def new_session_id() -> str:
     """Sortable by creation time, unique without coordination."""
-    return f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{uuid.uuid4().hex[:6]}"
+    return f"{time.strftime('%Y%m%d_%H%M%S')}_{os.urandom(3).hex()}"
 
 
 @dataclass

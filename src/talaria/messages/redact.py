@@ -10,34 +10,50 @@ configured with is remembered, whatever its shape.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 MIN_REMEMBERED = 10
 """Shorter configured "keys" (placeholders such as `test`) are not worth a marker."""
 
-_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "private-key",
-        re.compile(
-            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----[\s\S]*?(?:-----END \1PRIVATE KEY-----|\Z)"
+
+class _Patterns(NamedTuple):
+    shapes: tuple[tuple[str, re.Pattern[str]], ...]
+    bearer: re.Pattern[str]
+    assignment: re.Pattern[str]
+    marker: re.Pattern[str]
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    """Compiled on the first redaction, not at import (before an agent's first request)."""
+    shapes = (
+        (
+            "private-key",
+            re.compile(
+                r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----[\s\S]*?(?:-----END \1PRIVATE KEY-----|\Z)"
+            ),
         ),
-    ),
-    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{16,}")),
-    ("openrouter-key", re.compile(r"\bsk-or-[A-Za-z0-9_-]{16,}")),
-    ("openai-key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")),
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("slack-token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-)
-_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{12,})")
-_ASSIGNMENT = re.compile(
-    r"(?im)^(\s*(?:export\s+)?[\w.-]*?(?:api[_-]?key|apikey|secret|token(?!s|iz)|passw(?:or)?d"
-    r"|access[_-]?key|private[_-]?key|credentials?)[\w.-]*\s*[:=]\s*)(['\"]?)([^\s'\"#]{8,})\2"
-)
-_MARKER = re.compile(r"\[REDACTED:[a-z-]+\]")
+        ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{16,}")),
+        ("openrouter-key", re.compile(r"\bsk-or-[A-Za-z0-9_-]{16,}")),
+        ("openai-key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")),
+        ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+        (
+            "github-token",
+            re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+        ),
+        ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+        ("slack-token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    )
+    bearer = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{12,})")
+    assignment = re.compile(
+        r"(?im)^(\s*(?:export\s+)?[\w.-]*?(?:api[_-]?key|apikey|secret|token(?!s|iz)|passw(?:or)?d"
+        r"|access[_-]?key|private[_-]?key|credentials?)[\w.-]*\s*[:=]\s*)(['\"]?)([^\s'\"#]{8,})\2"
+    )
+    return _Patterns(shapes, bearer, assignment, re.compile(r"\[REDACTED:[a-z-]+\]"))
+
 
 _known: dict[str, str] = {}
 _known_lock = threading.Lock()
@@ -63,10 +79,11 @@ def redact(text: str) -> str:
     for value, label in known:
         if value in text:
             text = text.replace(value, _marker(label))
-    for label, shape in _SHAPES:
+    patterns = _patterns()
+    for label, shape in patterns.shapes:
         text = shape.sub(_marker(label), text)
-    text = _BEARER.sub(lambda m: m.group(1) + _marker("bearer-token"), text)
-    return _ASSIGNMENT.sub(_assignment, text)
+    text = patterns.bearer.sub(lambda m: m.group(1) + _marker("bearer-token"), text)
+    return patterns.assignment.sub(_assignment, text)
 
 
 def redact_body(body: Any) -> Any:
@@ -82,7 +99,7 @@ def redact_body(body: Any) -> Any:
 
 def _assignment(match: re.Match[str]) -> str:
     value = match.group(3)
-    if _MARKER.fullmatch(value) or value.startswith("[REDACTED:"):
+    if _patterns().marker.fullmatch(value) or value.startswith("[REDACTED:"):
         return match.group(0)
     quote = match.group(2)
     return f"{match.group(1)}{quote}{_marker('secret')}{quote}"

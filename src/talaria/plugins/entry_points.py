@@ -134,6 +134,4 @@ def _other_distribution_finders() -> bool:
 
 @functools.cache
 def _value_pattern() -> re.Pattern[str]:
-    return re.compile(
-        r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
-    )
+    return re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")

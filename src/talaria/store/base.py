@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -103,7 +102,7 @@ class SearchHit:
 def new_writer_id() -> str:
     """A lease owner: host and pid (so a dead process's lease can be taken over at once),
     plus a random part (two agents of one process are two writers)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
 
 
 def lease_is_stale(owner: str, expires_at: float, now: float) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import itertools
 import os
 import signal
@@ -205,6 +204,8 @@ def _signal_all(pids: list[int], number: signal.Signals) -> None:
 
 
 def _become_subreaper() -> bool:
+    import ctypes  # only the first background process needs it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)

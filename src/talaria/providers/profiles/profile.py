@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from difflib import get_close_matches
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -93,6 +92,8 @@ def profile_problem(overrides: Any, where: str) -> str | None:
         return f"{where}: found {overrides!r}, expected a mapping of profile facts"
     for key, value in overrides.items():
         if key not in PROFILE_KEYS:
+            from difflib import get_close_matches  # only a bad profile key needs it
+
             close = get_close_matches(str(key), PROFILE_KEYS, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             return f"{where}.{key}: unknown profile fact{hint}; known: {', '.join(PROFILE_KEYS)}"

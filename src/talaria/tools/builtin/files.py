@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -128,6 +127,8 @@ def number_lines(lines: Iterable[str], name: str, offset: int, limit: int) -> st
 def _atomic_write(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory and os.replace: readers never see half a
     file, and an existing file keeps its permissions."""
+    import tempfile  # the first write needs it, not the first request
+
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -13,7 +13,6 @@ import itertools
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -78,6 +77,8 @@ class ProcessRegistry:
         with self._lock:
             process_id = f"bg{next(self._ids)}"
             if self._log_dir is None:
+                import tempfile
+
                 self._log_dir = Path(tempfile.mkdtemp(prefix="talaria-processes-"))
             log_path = self._log_dir / f"{process_id}.log"
         tracked = TRACKING.new(owner, background=True)
