@@ -43,6 +43,14 @@ NOT_BEFORE_THE_FIRST_REQUEST = (
     "opentelemetry",
 )
 
+NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
+    # a memory write's injection and secret scan, with its regexes
+    "talaria.prompt.injection",
+    # what later steps need: a background process (ctypes), random ids (os.urandom does)
+    "ctypes",
+    "uuid",
+)
+
 PROBE = """
 import json, sys
 from talaria.testing import Script, ScriptedProvider, text
@@ -52,7 +60,7 @@ seen = []
 
 def answer(body):
     if not seen:
-        seen.append(sorted({{name.split(".")[0] for name in sys.modules}}))
+        seen.append(sorted(sys.modules))
     return text("hi")
 
 
@@ -81,7 +89,7 @@ ONE_SHOT = """
 
 
 def loaded_at_first_request(body: str, home: Path) -> set[str]:
-    """Top-level packages loaded when the first request reached the scripted server."""
+    """The modules loaded when the first request reached the scripted server."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TALARIA_HOME": str(home)}
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(body=body), str(home)],
@@ -99,8 +107,8 @@ def test_the_library_sends_its_first_request_before_loading_what_it_does_not_nee
     tmp_path: Path,
 ) -> None:
     loaded = loaded_at_first_request(LIBRARY, tmp_path)
-    assert "talaria" in loaded and "sqlite3" in loaded  # the probe saw a real turn
-    assert sorted(loaded & set(NOT_BEFORE_THE_FIRST_REQUEST)) == []
+    assert "talaria.loop.turn" in loaded and "sqlite3" in loaded  # the probe saw a real turn
+    assert not_needed_yet(loaded) == []
 
 
 def test_a_one_shot_sends_its_first_request_before_loading_the_terminal_ui(
@@ -108,8 +116,41 @@ def test_a_one_shot_sends_its_first_request_before_loading_the_terminal_ui(
 ) -> None:
     (tmp_path / "config.yaml").write_text("agent:\n  max_turns: 20\n")
     loaded = loaded_at_first_request(ONE_SHOT, tmp_path)
-    assert "talaria" in loaded and "yaml" in loaded  # it read the config file
-    assert sorted(loaded & set(NOT_BEFORE_THE_FIRST_REQUEST)) == []
+    assert "talaria.cli.oneshot" in loaded and "yaml" in loaded  # it read the config file
+    assert not_needed_yet(loaded) == []
+
+
+def not_needed_yet(loaded: set[str]) -> list[str]:
+    """What of `loaded` the first request does not need (packages by their top level)."""
+    packages = {name.split(".")[0] for name in loaded}
+    return sorted(
+        (packages & set(NOT_BEFORE_THE_FIRST_REQUEST))
+        | (loaded & set(NOT_BEFORE_THE_FIRST_REQUEST_MODULES))
+    )
+
+
+def test_finding_installed_plugins_does_not_load_importlib_metadata(tmp_path: Path) -> None:
+    """The entry-point scan reads the distributions' entry_points.txt itself."""
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from talaria.plugins.hooks import HookBus\n"
+        "from talaria.plugins.loader import load_plugins\n"
+        "load_plugins(HookBus(), Path(sys.argv[1]))\n"
+        "print(sorted(name for name in sys.modules if name.startswith(('importlib.metadata', "
+        "'email', 'zipfile', 'csv'))))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ providers reject), so a history bug fails in tests instead of in production. `re
 
 from __future__ import annotations
 
+import os
 import re
 import time
-import uuid
 from typing import Any
 
 from talaria.testing.script import Reply
@@ -168,7 +168,7 @@ def _wire_finish(reply: Reply) -> str:
 
 def _envelope(body: dict[str, Any], kind: str) -> dict[str, Any]:
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "id": f"chatcmpl-{os.urandom(12).hex()}",
         "object": kind,
         "created": int(time.time()),
         "model": body.get("model") or "scripted-model",

@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 from functools import cache
-from importlib import resources
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -30,6 +29,8 @@ _METADATA_FIELDS: tuple[tuple[str, ...], ...] = (
 
 @cache
 def _table() -> dict[str, Any]:
+    from importlib import resources  # loaded by the first lookup, not at import
+
     text = resources.files("talaria").joinpath("data/context_windows.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
