@@ -116,6 +116,19 @@ def test_exit_codes_are_documented_in_help(tmp_path):
         assert "--output-format" in shown and "-p" in shown
 
 
+def test_help_lists_every_command_and_each_command_has_its_own_help(tmp_path):
+    """A run of one command builds only that command's options; help still shows them all."""
+    from talaria.cli.main import COMMANDS
+
+    listed = talaria(tmp_path, "--help")
+    assert listed.returncode == 0
+    for command in COMMANDS:
+        assert re.search(rf"^    {command} +\S", listed.stdout, re.M), command
+        own = talaria(tmp_path, command, "--help")
+        assert own.returncode == 0 and own.stdout.startswith(f"usage: talaria {command}"), command
+    assert "--base-url" in talaria(tmp_path, "-p", "--help").stdout
+
+
 def test_a_resume_that_matches_nothing_is_an_error_in_every_mode(provider, tmp_path):  # noqa: F811
     for args in (["chat", "-q", "hi", "--resume", "nosuch"], ["-p", "hi", "-r", "nosuch"]):
         done = talaria(tmp_path, *args, *endpoint(provider))

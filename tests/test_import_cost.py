@@ -49,6 +49,9 @@ NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
     # what later steps need: a background process (ctypes), random ids (os.urandom does)
     "ctypes",
     "uuid",
+    # other commands' parts of the command line (a one-shot builds only `chat`'s)
+    "talaria.cli.mcp_cmd",
+    "talaria.cli.durable_cmd",
 )
 
 PROBE = """

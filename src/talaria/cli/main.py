@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from talaria import __version__
 
@@ -102,7 +103,9 @@ def _add_chat_options(chat: argparse.ArgumentParser) -> None:
     add_temporal_options(chat)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or only `command`'s part of it: that is all a run of `command`
+    parses, and building every command's options costs a one-shot milliseconds."""
     parser = argparse.ArgumentParser(
         prog="talaria",
         description="A Python agent runtime.",
@@ -111,7 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"talaria {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, add in _PARSERS.items():
+        if command is None or name == command:
+            add(commands)
+    return parser
 
+
+def _add_chat(commands: Any) -> None:
     chat = commands.add_parser(
         "chat",
         help="talk to the agent (interactive, or -p one shot)",
@@ -120,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_chat_options(chat)
 
+
+def _add_sessions(commands: Any) -> None:
     sessions = commands.add_parser("sessions", help="list, show, export, rename, delete sessions")
     sessions.add_argument("action", choices=["list", "show", "export", "rename", "delete"])
     sessions.add_argument("ref", nargs="?", help="session id, title or 'latest'")
@@ -128,15 +139,21 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--limit", type=int, default=20)
     sessions.add_argument("--home")
 
+
+def _add_config(commands: Any) -> None:
     config = commands.add_parser("config", help="show or change settings")
     config.add_argument("action", choices=["show", "set", "path"])
     config.add_argument("key", nargs="?")
     config.add_argument("value", nargs="?")
     config.add_argument("--home")
 
+
+def _add_doctor(commands: Any) -> None:
     doctor = commands.add_parser("doctor", help="what is configured, reachable and missing")
     doctor.add_argument("--home")
 
+
+def _add_usage(commands: Any) -> None:
     usage = commands.add_parser("usage", help="tokens and cost by model, day or session")
     usage.add_argument(
         "--since", type=_since, metavar="7d|24h|30m|2w|DATE|all", help="default: all"
@@ -145,28 +162,57 @@ def build_parser() -> argparse.ArgumentParser:
     usage.add_argument("--json", action="store_true", help="print the report as JSON")
     usage.add_argument("--home")
 
+
+def _add_demo(commands: Any) -> None:
     commands.add_parser("demo", help="one real turn against a local scripted model (offline)")
 
+
+def _add_serve(commands: Any) -> None:
     serve = commands.add_parser("serve", help="HTTP server: OpenAI-compatible API, runs, web page")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8642; 0 picks a free one)")
     _add_model_options(serve)
 
+
+def _add_mcp(commands: Any) -> None:
     from talaria.cli.mcp_cmd import add_parser as add_mcp_parser
 
     add_mcp_parser(commands, _add_model_options)
 
+
+def _add_batch(commands: Any) -> None:
     from talaria.cli.batch_cmd import add_batch_parser
-    from talaria.cli.durable_cmd import add_worker_parser
 
     add_batch_parser(commands, _add_model_options)
+
+
+def _add_worker(commands: Any) -> None:
+    from talaria.cli.durable_cmd import add_worker_parser
+
     add_worker_parser(commands, _add_model_options)
 
+
+def _add_acp(commands: Any) -> None:
     acp = commands.add_parser(
         "acp", help="serve the Agent Client Protocol on stdio (Zed, JetBrains, other editors)"
     )
     _add_model_options(acp)
-    return parser
+
+
+_PARSERS: dict[str, Callable[[Any], None]] = {
+    "chat": _add_chat,
+    "sessions": _add_sessions,
+    "config": _add_config,
+    "doctor": _add_doctor,
+    "usage": _add_usage,
+    "demo": _add_demo,
+    "serve": _add_serve,
+    "mcp": _add_mcp,
+    "batch": _add_batch,
+    "worker": _add_worker,
+    "acp": _add_acp,
+}
+"""Each command's part of the command line, in the order `talaria --help` lists them."""
 
 
 def _since(text: str) -> float | None:
@@ -276,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if not words or (words[0] not in COMMANDS and words[0] not in _TOP_LEVEL):
         words = ["chat", *words]  # `talaria -p "..."`, `talaria -m model`: chat options
-    args = build_parser().parse_args(words)
+    args = build_parser(words[0] if words[0] in COMMANDS else None).parse_args(words)
     return run_guarded(COMMANDS[args.command], args)
 
 
