@@ -8,6 +8,7 @@ the estimate to the provider's real usage whenever one is known (`ContextTracker
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -19,22 +20,31 @@ TOOL_CALL_OVERHEAD = 4
 IMAGE_TOKENS = 1000
 _IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
 
-_NOT_LATIN = re.compile(r"[^\u0000-\u024f\u1e00-\u1eff\u2000-\u206f]+")
-"""Runs outside ASCII, Latin-1, Latin Extended A/B and Additional, general punctuation."""
-_WIDE = re.compile(
-    r"[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe30-\ufe4f"
-    r"\uff00-\uffef\U0001f000-\U0001faff\U00020000-\U0003ffff]+"
-)
-"""Hangul Jamo, CJK radicals to unified ideographs (with Kana, Bopomofo), Hangul syllables,
-CJK compatibility forms, full-width forms, emoji, supplementary ideographs: ~1 token each."""
+
+@functools.cache
+def _scripts() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(not Latin, wide): compiled for the first non-ASCII text, not at import (their Unicode
+    ranges take milliseconds to compile).
+
+    Not Latin: runs outside ASCII, Latin-1, Latin Extended A/B and Additional, general
+    punctuation. Wide: Hangul Jamo, CJK radicals to unified ideographs (with Kana, Bopomofo),
+    Hangul syllables, CJK compatibility forms, full-width forms, emoji, supplementary
+    ideographs: ~1 token each."""
+    not_latin = re.compile(r"[^\u0000-\u024f\u1e00-\u1eff\u2000-\u206f]+")
+    wide = re.compile(
+        r"[\u1100-\u11ff\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe30-\ufe4f"
+        r"\uff00-\uffef\U0001f000-\U0001faff\U00020000-\U0003ffff]+"
+    )
+    return not_latin, wide
 
 
 def estimate_text_tokens(text: str) -> int:
     """Roughly how many tokens `text` costs, by script."""
     if text.isascii():
         return (len(text) + 3) // 4
-    not_latin = sum(map(len, _NOT_LATIN.findall(text)))
-    wide = sum(map(len, _WIDE.findall(text)))
+    not_latin_runs, wide_runs = _scripts()
+    not_latin = sum(map(len, not_latin_runs.findall(text)))
+    wide = sum(map(len, wide_runs.findall(text)))
     latin = len(text) - not_latin
     other = not_latin - wide
     return (latin + 3) // 4 + wide + (other + 1) // 2
