@@ -106,7 +106,7 @@ def test_the_first_install_on_the_path_wins_and_an_editable_install_loads(
 ) -> None:
     first, second = _installs(tmp_path)
     home = tmp_path / "home"
-    home.mkdir()
+    _plugin_module(home / "plugins", "from_home", "tool_from_the_home_folder")
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TALARIA_HOME": str(home)}
     with ScriptedProvider([text("hi")]) as server:
         done = subprocess.run(
@@ -133,6 +133,7 @@ def test_the_first_install_on_the_path_wins_and_an_editable_install_loads(
     assert ["edit", "edit_plug.hooks : register"] in seen["ours"]
     assert "tool_from_the_first_install" in tools
     assert "tool_from_the_editable_install" in tools
+    assert "tool_from_the_home_folder" in tools
     assert "tool_from_the_shadowed_install" not in tools
 
 

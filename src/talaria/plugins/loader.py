@@ -8,7 +8,6 @@ A plugin is a module (or object) with a `register(bus)` function. They come from
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -59,6 +58,8 @@ def _entry_point_plugins() -> list[tuple[str, Any]]:
 def _home_plugins(folder: Path) -> list[tuple[str, Any]]:
     if not folder.is_dir():
         return []
+    import importlib.util  # only a home with a plugins folder needs it
+
     found = []
     for path in sorted(folder.glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"talaria_plugin_{path.stem}", path)

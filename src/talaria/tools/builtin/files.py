@@ -8,7 +8,6 @@ needs approval is the executor's business: it asks `write_path_of` and `sensitiv
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import os
 import re
@@ -62,6 +61,8 @@ def _missing(path: Path) -> ToolError:
     parent = path.parent
     if not parent.is_dir():
         return ToolError(f"{path} does not exist (nor does the directory {parent})")
+    import difflib  # the diff helpers load with the first miss, edit or diff
+
     names = [entry.name for entry in parent.iterdir()]
     close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
@@ -180,6 +181,8 @@ def _closest(text: str, old: str) -> str:
     ][:20_000]
     if not windows or not old.strip():
         return ""
+    import difflib
+
     matcher = difflib.SequenceMatcher(autojunk=False)
     matcher.set_seq2(old)
     scored = []
@@ -246,6 +249,8 @@ def patch_report(target: Path, count: int, before: str, after: str, cwd: Path) -
 
 
 def _diff(before: str, after: str, path: Path, cwd: Path) -> str:
+    import difflib
+
     name = os.path.relpath(path, cwd) if path.is_relative_to(cwd) else str(path)
     diff = "".join(
         difflib.unified_diff(
