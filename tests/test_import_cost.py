@@ -46,6 +46,8 @@ NOT_BEFORE_THE_FIRST_REQUEST = (
 NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
     # a memory write's injection and secret scan, with its regexes
     "talaria.prompt.injection",
+    # a session search's query parser
+    "talaria.store.query",
     # what later steps need: a background process (ctypes), random ids (os.urandom does)
     "ctypes",
     "uuid",

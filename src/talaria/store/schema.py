@@ -12,7 +12,6 @@ import json
 from typing import Any, Protocol
 
 from talaria.store.base import SessionInfo, StoreError, UsageRecord, content_text
-from talaria.store.query import parse_query
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: sessions, messages (+ full-text index), per-session state.
@@ -222,6 +221,8 @@ def search_body(message: dict[str, Any]) -> str:
 
 def fts_query(text: str) -> str:
     """Turn free text into a safe FTS5 expression (the rules are `parse_query`'s)."""
+    from talaria.store.query import parse_query  # a search's, not a session's first write
+
     rendered = []
     for term in parse_query(text):
         quoted = '"' + term.text.replace('"', '""') + '"' + ("*" if term.prefix else "")
