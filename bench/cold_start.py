@@ -43,8 +43,14 @@ def time_command(argv: list[str], env: dict[str, str], reps: int) -> list[float]
     runs = []
     for _ in range(reps):
         started = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=True, timeout=120)
+        subprocess.run(
+            argv,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+            timeout=120,
+        )
         runs.append(time.perf_counter() - started)
     return runs
 
@@ -74,9 +80,11 @@ def time_prompt(argv: list[str], env: dict[str, str], marker: str, timeout: floa
 
 def version_imports() -> list[str]:
     """Heavy modules `talaria --version` loads (should be none)."""
-    code = ("import sys\nfrom talaria.cli.main import main\ntry:\n    main(['--version'])\n"
-            "except SystemExit:\n    pass\n"
-            f"print('heavy:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))")
+    code = (
+        "import sys\nfrom talaria.cli.main import main\ntry:\n    main(['--version'])\n"
+        "except SystemExit:\n    pass\n"
+        f"print('heavy:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     line = out.stdout.strip().splitlines()[-1].removeprefix("heavy:")
     return [name for name in line.split(",") if name]
@@ -91,32 +99,56 @@ def main() -> None:
     rows: list[Row] = []
     with ProviderProcess(plan=[]) as provider:
         talaria_env = {**os.environ, "TALARIA_HOME": str(scratch / "talaria"), "TERM": "xterm"}
-        hermes_env = {**os.environ, "HERMES_HOME": str(scratch / "hermes"), "TERM": "xterm",
-                      "OPENAI_BASE_URL": provider.url, "OPENAI_API_KEY": "x"}
+        hermes_env = {
+            **os.environ,
+            "HERMES_HOME": str(scratch / "hermes"),
+            "TERM": "xterm",
+            "OPENAI_BASE_URL": provider.url,
+            "OPENAI_API_KEY": "x",
+        }
         (scratch / "hermes").mkdir()
         version = time_command([str(TALARIA), "--version"], talaria_env, args.reps)
-        chat_argv = [str(TALARIA), "chat", "-m", MODEL, "--base-url", provider.url,
-                     "--api-key", "x"]
+        chat_argv = [
+            str(TALARIA),
+            "chat",
+            "-m",
+            MODEL,
+            "--base-url",
+            provider.url,
+            "--api-key",
+            "x",
+        ]
         chat = [time_prompt(chat_argv, talaria_env, "›") for _ in range(args.reps)]
         ref_help: float | str | None = reason
         ref_chat: float | str | None = reason
         if reason is None:
             ref_help = median(time_command([str(HERMES_CLI), "--help"], hermes_env, args.reps))
-            ref_chat = median([
-                time_prompt([str(HERMES_CLI), "chat", "-m", MODEL, "--provider", "custom"],
-                            hermes_env, "❯")
-                for _ in range(args.reps)])
+            ref_chat = median(
+                [
+                    time_prompt(
+                        [str(HERMES_CLI), "chat", "-m", MODEL, "--provider", "custom"],
+                        hermes_env,
+                        "❯",
+                    )
+                    for _ in range(args.reps)
+                ]
+            )
         rows.append(Row("`--version` (reference: `hermes --help`)", median(version), ref_help))
         rows.append(Row("chat: prompt on screen", median(chat), ref_chat, unit="s"))
     shutil.rmtree(scratch, ignore_errors=True)
     heavy = version_imports()
-    report("cold_start", "Cold start (median of fresh processes)", rows, {
-        "reps": args.reps,
-        "talaria": str(TALARIA),
-        "reference": str(HERMES_CLI) if reason is None else reason,
-        "heavy imports on --version": ", ".join(heavy) or "none",
-        "setup": f"{SETUP} hermes installs the reference",
-    })
+    report(
+        "cold_start",
+        "Cold start (median of fresh processes)",
+        rows,
+        {
+            "reps": args.reps,
+            "talaria": str(TALARIA),
+            "reference": str(HERMES_CLI) if reason is None else reason,
+            "heavy imports on --version": ", ".join(heavy) or "none",
+            "setup": f"{SETUP} hermes installs the reference",
+        },
+    )
 
 
 if __name__ == "__main__":

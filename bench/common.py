@@ -72,11 +72,22 @@ def loop_message(i: int) -> dict[str, Any]:
     """Message `i` of a tool loop, of realistic size: an assistant call or the call's result."""
     if i % 2 == 0:
         args = json.dumps({"path": f"src/module_{i}.py", "offset": i})
-        return {"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call_{i}", "type": "function",
-             "function": {"name": "read_file", "arguments": args}}]}
-    return {"role": "tool", "tool_call_id": f"call_{i - 1}",
-            "content": f"line {i}: def handler_{i}(request): return render(request) " * 6}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": args},
+                }
+            ],
+        }
+    return {
+        "role": "tool",
+        "tool_call_id": f"call_{i - 1}",
+        "content": f"line {i}: def handler_{i}(request): return render(request) " * 6,
+    }
 
 
 def _vocabulary(seed: int, size: int = 4000) -> list[str]:
@@ -93,8 +104,10 @@ def search_corpus(sessions: int, per_session: int, seed: int = 7) -> Iterator[li
     weights = [1.0 / (rank + 1) for rank in range(len(words))]
     for _ in range(sessions):
         yield [
-            {"role": "user" if i % 2 == 0 else "assistant",
-             "content": " ".join(rng.choices(words, weights, k=30))}
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": " ".join(rng.choices(words, weights, k=30)),
+            }
             for i in range(per_session)
         ]
 
@@ -127,8 +140,10 @@ def check_turns(side: str, turns: list[dict[str, Any]], full: int) -> None:
     for turn in turns:
         expected = turn.get("steps") or full
         if turn.get("api_calls") != expected:
-            raise RuntimeError(f"{side}: a turn planned for {expected} model calls made "
-                               f"{turn.get('api_calls')} (final answer: {turn.get('final')!r})")
+            raise RuntimeError(
+                f"{side}: a turn planned for {expected} model calls made "
+                f"{turn.get('api_calls')} (final answer: {turn.get('final')!r})"
+            )
 
 
 class ReferenceUnavailable(RuntimeError):
@@ -229,8 +244,12 @@ def fresh_interpreter_seconds(
     return (that figure, the wall time of the whole process including interpreter start)."""
     start = time.perf_counter()
     proc = subprocess.run(
-        [str(python), "-c", code], capture_output=True, text=True, timeout=120,
-        env={**os.environ, **env}, cwd=str(cwd),
+        [str(python), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+        cwd=str(cwd),
     )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
@@ -281,19 +300,33 @@ class Row:
 
     def as_dict(self) -> dict[str, Any]:
         unit = "s" if self.unit in _SCALE else self.unit
-        return {"metric": self.metric, "unit": unit, "talaria": self.talaria,
-                "reference": self.reference, "ratio": self.ratio(), "floor": self.floor,
-                "peers": {label: {"value": value, "ratio": self.ratio(value)}
-                          for label, value in self.peers.items()}}
+        return {
+            "metric": self.metric,
+            "unit": unit,
+            "talaria": self.talaria,
+            "reference": self.reference,
+            "ratio": self.ratio(),
+            "floor": self.floor,
+            "peers": {
+                label: {"value": value, "ratio": self.ratio(value)}
+                for label, value in self.peers.items()
+            },
+        }
 
 
-def side_by_side(metric: str, key: str, ours: dict[str, Any],
-                 theirs: dict[str, dict[str, Any] | str], floor: Cell = None,
-                 unit: str = "ms") -> Row:
+def side_by_side(
+    metric: str,
+    key: str,
+    ours: dict[str, Any],
+    theirs: dict[str, dict[str, Any] | str],
+    floor: Cell = None,
+    unit: str = "ms",
+) -> Row:
     """A row from each side's figures by `key`; a peer without figures has the reason (a
     string) in their place."""
-    cells = {label: value[key] if isinstance(value, dict) else value
-             for label, value in theirs.items()}
+    cells = {
+        label: value[key] if isinstance(value, dict) else value for label, value in theirs.items()
+    }
     reference = cells.pop(HERMES.label, None)
     return Row(metric, ours[key], reference, floor, unit, cells)
 
@@ -334,8 +367,12 @@ def format_table(title: str, rows: Sequence[Row]) -> str:
     header.append("floor")
     body = []
     for row in rows:
-        line = [row.metric, _fmt(row.talaria, row.unit), _fmt(row.reference, row.unit),
-                _fmt_ratio(row.ratio())]
+        line = [
+            row.metric,
+            _fmt(row.talaria, row.unit),
+            _fmt(row.reference, row.unit),
+            _fmt_ratio(row.ratio()),
+        ]
         for label in labels:
             value = row.peers.get(label)
             line += [_fmt(value, row.unit), _fmt_ratio(row.ratio(value))]
@@ -361,8 +398,12 @@ def write_results(name: str, rows: Sequence[Row], notes: dict[str, Any]) -> Path
         "bench": name,
         "command": f"python bench/{name}.py",
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "platform": platform.platform(), "load_average": os.getloadavg()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_average": os.getloadavg(),
+        },
         "rows": [row.as_dict() for row in rows],
         "notes": notes,
     }
@@ -392,7 +433,10 @@ def first_tool_call(lines: Any) -> dict[str, Any] | None:
         for choice in json.loads(line[6:]).get("choices") or []:
             for delta in choice.get("delta", {}).get("tool_calls") or []:
                 if call is None:
-                    call = {"id": delta["id"], "type": "function",
-                            "function": {"name": delta["function"]["name"], "arguments": ""}}
+                    call = {
+                        "id": delta["id"],
+                        "type": "function",
+                        "function": {"name": delta["function"]["name"], "arguments": ""},
+                    }
                 call["function"]["arguments"] += delta["function"].get("arguments") or ""
     return call

@@ -90,8 +90,11 @@ def timed_turns(turn: Turn, reps: int, lengths: list[int]) -> list[dict[str, Any
         for length in lengths:
             wall, cpu = time.perf_counter(), time.process_time()
             calls = turn(f"steps={length}")
-            turns.append(TimedTurn(length, time.perf_counter() - wall,
-                                   time.process_time() - cpu, calls, "done").__dict__)
+            turns.append(
+                TimedTurn(
+                    length, time.perf_counter() - wall, time.process_time() - cpu, calls, "done"
+                ).__dict__
+            )
     return turns
 
 
@@ -111,21 +114,32 @@ def sessions(turn: Turn, many: Many, count: int, steps: int, sequential: int) ->
         outcomes = many([f"steps={steps} session={i}" for i in range(count)])
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     gc.collect()
-    return session_figures(outcomes, count, steps, {
-        "wall_s": wall, "cpu_s": cpu, "threads_before": threads_before,
-        "threads_peak": threads.peak, "threads_after": os_threads(),
-        "rss_before": rss_before, "rss_after": rss_bytes(), "peak_rss": peak_rss_bytes(),
-        "sequential_sessions": sequential,
-        "sequential_cpu_per_step": seq_cpu / (sequential * steps) if sequential else None,
-    })
+    return session_figures(
+        outcomes,
+        count,
+        steps,
+        {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "threads_before": threads_before,
+            "threads_peak": threads.peak,
+            "threads_after": os_threads(),
+            "rss_before": rss_before,
+            "rss_after": rss_bytes(),
+            "peak_rss": peak_rss_bytes(),
+            "sequential_sessions": sequential,
+            "sequential_cpu_per_step": seq_cpu / (sequential * steps) if sequential else None,
+        },
+    )
 
 
 def failure_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
-def on_one_loop(loop: asyncio.AbstractEventLoop,
-                aturn: Callable[[str], Awaitable[int]]) -> tuple[Turn, Many]:
+def on_one_loop(
+    loop: asyncio.AbstractEventLoop, aturn: Callable[[str], Awaitable[int]]
+) -> tuple[Turn, Many]:
     """A coroutine side: single turns and concurrent sessions as tasks of one event loop."""
 
     async def guarded(message: str) -> int | str:
@@ -137,8 +151,10 @@ def on_one_loop(loop: asyncio.AbstractEventLoop,
     async def gather(messages: list[str]) -> list[Any]:
         return list(await asyncio.gather(*(guarded(m) for m in messages)))
 
-    return (lambda message: loop.run_until_complete(aturn(message)),
-            lambda messages: loop.run_until_complete(gather(messages)))
+    return (
+        lambda message: loop.run_until_complete(aturn(message)),
+        lambda messages: loop.run_until_complete(gather(messages)),
+    )
 
 
 def on_threads(turn: Turn) -> Many:
@@ -158,18 +174,24 @@ def on_threads(turn: Turn) -> Many:
     return many
 
 
-def session_figures(outcomes: list[Any], count: int, steps: int,
-                    figures: dict[str, Any]) -> dict[str, Any]:
+def session_figures(
+    outcomes: list[Any], count: int, steps: int, figures: dict[str, Any]
+) -> dict[str, Any]:
     """Failures are sessions that raised or made another number of model calls than planned.
     Memory per idle agent: the growth of resident memory over the run, all agents still
     alive and idle, divided by their number (an upper bound: freed garbage counts too)."""
     failures = [o for o in outcomes if o != steps]
-    figures.update({
-        "sessions": count, "steps": steps, "model_calls": sum(o for o in outcomes if o == steps),
-        "failures": len(failures), "failure_examples": [str(f) for f in failures[:3]],
-        "cpu_per_step": figures["cpu_s"] / (count * steps),
-        "idle_bytes_per_agent": (figures["rss_after"] - figures["rss_before"]) / count,
-    })
+    figures.update(
+        {
+            "sessions": count,
+            "steps": steps,
+            "model_calls": sum(o for o in outcomes if o == steps),
+            "failures": len(failures),
+            "failure_examples": [str(f) for f in failures[:3]],
+            "cpu_per_step": figures["cpu_s"] / (count * steps),
+            "idle_bytes_per_agent": (figures["rss_after"] - figures["rss_before"]) / count,
+        }
+    )
     return figures
 
 
@@ -198,8 +220,7 @@ class Side:
 def coroutine_commands(side: type[Side]) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
     """The `loop` and `sessions` commands for a coroutine side, on one event loop."""
 
-    def run(params: dict[str, Any], keep: bool,
-            measure: Callable[[Turn, Many], Any]) -> Any:
+    def run(params: dict[str, Any], keep: bool, measure: Callable[[Turn, Many], Any]) -> Any:
         loop = asyncio.new_event_loop()
         try:
             one = side(params, keep)
@@ -210,13 +231,22 @@ def coroutine_commands(side: type[Side]) -> dict[str, Callable[[dict[str, Any]],
             loop.close()
 
     def loop_command(params: dict[str, Any]) -> dict[str, Any]:
-        return {"turns": run(params, False, lambda turn, _: timed_turns(
-            turn, int(params["reps"]), params["lengths"]))}
+        return {
+            "turns": run(
+                params,
+                False,
+                lambda turn, _: timed_turns(turn, int(params["reps"]), params["lengths"]),
+            )
+        }
 
     def sessions_command(params: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = run(params, True, lambda turn, many: sessions(
-            turn, many, int(params["sessions"]), int(params["steps"]),
-            int(params["sequential"])))
+        result: dict[str, Any] = run(
+            params,
+            True,
+            lambda turn, many: sessions(
+                turn, many, int(params["sessions"]), int(params["steps"]), int(params["sequential"])
+            ),
+        )
         return result
 
     return {"loop": loop_command, "sessions": sessions_command}

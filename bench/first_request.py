@@ -72,9 +72,7 @@ FLOOR = (
     "'messages': [{{'role': 'user', 'content': {message!r}}}]}})\n"
 )
 
-HERMES_CONFIG = (
-    "model:\n  provider: custom\n  base_url: {url}\n  default: {model}\n  api_key: x\n"
-)
+HERMES_CONFIG = "model:\n  provider: custom\n  base_url: {url}\n  default: {model}\n  api_key: x\n"
 """`hermes chat -q` takes its endpoint from config (it ignores OPENAI_BASE_URL)."""
 
 Command = Callable[[str, str], list[str]]
@@ -82,13 +80,26 @@ Command = Callable[[str, str], list[str]]
 
 
 def library_command(python: Path, template: str) -> Command:
-    return lambda url, message: [str(python), "-c",
-                                 template.format(model=MODEL, url=url, message=message)]
+    return lambda url, message: [
+        str(python),
+        "-c",
+        template.format(model=MODEL, url=url, message=message),
+    ]
 
 
 def talaria_cli(url: str, message: str) -> list[str]:
-    return [str(Path(sys.executable).with_name("talaria")), "chat", "-q", message, "-m", MODEL,
-            "--base-url", url, "--api-key", "x"]
+    return [
+        str(Path(sys.executable).with_name("talaria")),
+        "chat",
+        "-q",
+        message,
+        "-m",
+        MODEL,
+        "--base-url",
+        url,
+        "--api-key",
+        "x",
+    ]
 
 
 def hermes_cli(url: str, message: str) -> list[str]:
@@ -104,8 +115,9 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def one_run(provider: ProviderProcess, argv: list[str], message: str,
-            env: dict[str, str], cwd: str) -> Figures:
+def one_run(
+    provider: ProviderProcess, argv: list[str], message: str, env: dict[str, str], cwd: str
+) -> Figures:
     """The figures of one fresh process."""
     cpu = _children_cpu()
     started = time.time()
@@ -113,16 +125,16 @@ def one_run(provider: ProviderProcess, argv: list[str], message: str,
     ended = time.time()
     cpu = _children_cpu() - cpu
     if done.returncode != 0:
-        raise RuntimeError(f"{argv[0]} failed (rc={done.returncode}): "
-                           f"{done.stderr.strip()[-600:]}")
+        raise RuntimeError(f"{argv[0]} failed (rc={done.returncode}): {done.stderr.strip()[-600:]}")
     arrived = [when for key, when in provider.arrivals().items() if message in key]
     if not arrived:
         raise RuntimeError(f"{argv[0]} exited without a request reaching the server")
     return arrived[0] - started, ended - started, cpu
 
 
-def measure(commands: dict[str, Command | str], runs: int, url: str,
-            provider: ProviderProcess) -> dict[str, Figures | str]:
+def measure(
+    commands: dict[str, Command | str], runs: int, url: str, provider: ProviderProcess
+) -> dict[str, Figures | str]:
     """Median figures per side, runs interleaved; a str command is the reason the side
     cannot run."""
     samples: dict[str, list[Figures]] = {name: [] for name in commands}
@@ -130,24 +142,35 @@ def measure(commands: dict[str, Command | str], runs: int, url: str,
         for own in ("talaria", "hermes"):
             Path(home, own).mkdir()
         Path(home, "hermes", "config.yaml").write_text(HERMES_CONFIG.format(url=url, model=MODEL))
-        env = {**os.environ, "TALARIA_HOME": f"{home}/talaria", "HERMES_HOME": f"{home}/hermes",
-               "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "x"}
+        env = {
+            **os.environ,
+            "TALARIA_HOME": f"{home}/talaria",
+            "HERMES_HOME": f"{home}/hermes",
+            "OPENAI_BASE_URL": url,
+            "OPENAI_API_KEY": "x",
+        }
         for index in range(runs):
             for name, command in commands.items():
                 if isinstance(command, str):
                     continue
                 message = f"first-request {name} {index}"
-                samples[name].append(one_run(provider, command(url, message), message, env,
-                                             home))
-    return {name: command if isinstance(command, str) else
-            (median([s[0] for s in samples[name]]), median([s[1] for s in samples[name]]),
-             median([s[2] for s in samples[name]]))
-            for name, command in commands.items()}
+                samples[name].append(one_run(provider, command(url, message), message, env, home))
+    return {
+        name: command
+        if isinstance(command, str)
+        else (
+            median([s[0] for s in samples[name]]),
+            median([s[1] for s in samples[name]]),
+            median([s[2] for s in samples[name]]),
+        )
+        for name, command in commands.items()
+    }
 
 
 def _library_commands(peers: bool) -> dict[str, Command | str]:
     commands: dict[str, Command | str] = {
-        TALARIA.key: library_command(TALARIA.python, LIBRARY[TALARIA.key])}
+        TALARIA.key: library_command(TALARIA.python, LIBRARY[TALARIA.key])
+    }
     for side in PEERS:
         reason = unavailable(side) if peers else "skipped"
         commands[side.key] = reason or library_command(side.python, LIBRARY[side.key])
@@ -176,8 +199,7 @@ def run(reps: int = 7, peers: bool = True) -> list[Row]:
         _row("`chat -q`: process start to exit (one answer)", chat, 1),
         _row("`chat -q`: CPU of the whole process", chat, 2),
     ]
-    report("first_request", "Process start to first request (fresh process each run)", rows,
-           notes)
+    report("first_request", "Process start to first request (fresh process each run)", rows, notes)
     return rows
 
 

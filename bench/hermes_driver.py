@@ -34,17 +34,23 @@ def _register_tools() -> None:
         time.sleep(float(args.get("seconds", 0.5)))
         return "rested"
 
-    registry.register(name="noop", toolset="bench", schema=NOOP_SCHEMA,
-                      handler=lambda args, **_: "ok")
+    registry.register(
+        name="noop", toolset="bench", schema=NOOP_SCHEMA, handler=lambda args, **_: "ok"
+    )
     registry.register(name="nap", toolset="bench", schema=NAP_SCHEMA, handler=nap)
 
 
 def _agent(url: str) -> Any:
     from run_agent import AIAgent
 
-    return AIAgent(base_url=url, api_key="x", model="scripted-model",
-                   enabled_toolsets=["bench"], quiet_mode=True,
-                   max_iterations=driver_kit.MAX_STEPS)
+    return AIAgent(
+        base_url=url,
+        api_key="x",
+        model="scripted-model",
+        enabled_toolsets=["bench"],
+        quiet_mode=True,
+        max_iterations=driver_kit.MAX_STEPS,
+    )
 
 
 class _Side:
@@ -68,8 +74,9 @@ def cmd_loop(params: dict[str, Any]) -> dict[str, Any]:
     """Also counts the messages the agents stored in the reference's session database, so the
     notes show whether its figures include persistence as talaria's do."""
     _register_tools()
-    turns = driver_kit.timed_turns(_Side(params["url"], keep=False).turn, int(params["reps"]),
-                                   params["lengths"])
+    turns = driver_kit.timed_turns(
+        _Side(params["url"], keep=False).turn, int(params["reps"]), params["lengths"]
+    )
     return {"turns": turns, "stored_messages": _stored_messages(Path(params["home"]))}
 
 
@@ -77,9 +84,13 @@ def cmd_sessions(params: dict[str, Any]) -> dict[str, Any]:
     """N sessions at once, one thread each (as its gateway serves several chats)."""
     _register_tools()
     side = _Side(params["url"], keep=True)
-    return driver_kit.sessions(side.turn, driver_kit.on_threads(side.turn),
-                               int(params["sessions"]), int(params["steps"]),
-                               int(params["sequential"]))
+    return driver_kit.sessions(
+        side.turn,
+        driver_kit.on_threads(side.turn),
+        int(params["sessions"]),
+        int(params["steps"]),
+        int(params["sequential"]),
+    )
 
 
 def _stored_messages(home: Path) -> int:
@@ -110,15 +121,25 @@ def cmd_parallel(params: dict[str, Any]) -> dict[str, Any]:
     for _ in range(int(params["reps"])):
         start = time.perf_counter()
         result = agent.run_conversation("go")
-        turns.append({"steps": None, "seconds": time.perf_counter() - start,
-                      "api_calls": result.get("api_calls"), "final": result.get("final_response")})
+        turns.append(
+            {
+                "steps": None,
+                "seconds": time.perf_counter() - start,
+                "api_calls": result.get("api_calls"),
+                "final": result.get("final_response"),
+            }
+        )
     return {"turns": turns}
 
 
 def _append(db: Any, session_id: str, message: dict[str, Any]) -> None:
-    db.append_message(session_id, message["role"], content=message.get("content"),
-                      tool_calls=message.get("tool_calls"),
-                      tool_call_id=message.get("tool_call_id"))
+    db.append_message(
+        session_id,
+        message["role"],
+        content=message.get("content"),
+        tool_calls=message.get("tool_calls"),
+        tool_call_id=message.get("tool_call_id"),
+    )
 
 
 def cmd_persistence(params: dict[str, Any]) -> dict[str, Any]:
@@ -173,8 +194,7 @@ def cmd_search(params: dict[str, Any]) -> dict[str, Any]:
         hits += bool(found)
     stored = db.message_count()
     db.close()
-    return {"samples": samples, "fill_seconds": fill, "queries_with_hits": hits,
-            "messages": stored}
+    return {"samples": samples, "fill_seconds": fill, "queries_with_hits": hits, "messages": stored}
 
 
 COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {

@@ -39,8 +39,9 @@ REFERENCE = (
 FLOOR = "import time; t = time.perf_counter(); print(time.perf_counter() - t)"
 
 
-def measure(python: str, code: str, runs: int, env: dict[str, str],
-            cwd: str) -> tuple[float, float]:
+def measure(
+    python: str, code: str, runs: int, env: dict[str, str], cwd: str
+) -> tuple[float, float]:
     """Median (in-process seconds, whole-process seconds) over `runs` fresh interpreters."""
     samples = [fresh_interpreter_seconds(python, code, env, cwd) for _ in range(runs)]
     return median([s[0] for s in samples]), median([s[1] for s in samples])

@@ -71,8 +71,9 @@ def _floor_turn(client: Any, length: int) -> None:
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": "ok"})
 
 
-def marginal_step(turns: list[dict[str, Any]], steps: int, base: int = SHORT,
-                  key: str = "seconds") -> float:
+def marginal_step(
+    turns: list[dict[str, Any]], steps: int, base: int = SHORT, key: str = "seconds"
+) -> float:
     """(median turn of `steps` - median turn of `base`) / the steps in between."""
     long = median([t[key] for t in turns if t["steps"] == steps])
     short = median([t[key] for t in turns if t["steps"] == base])
@@ -95,8 +96,9 @@ def step_figures(turns: list[dict[str, Any]], lengths: list[int]) -> dict[str, f
     return figures
 
 
-def side_figures(side: Side, url: str, reps: int, lengths: list[int],
-                 notes: dict[str, Any]) -> dict[str, float] | str:
+def side_figures(
+    side: Side, url: str, reps: int, lengths: list[int], notes: dict[str, Any]
+) -> dict[str, float] | str:
     """The side's figures, or why it has none."""
     try:
         answer = run_side(side, "loop", url=url, reps=reps, lengths=[*lengths, SHORT])
@@ -111,41 +113,81 @@ def side_figures(side: Side, url: str, reps: int, lengths: list[int],
     return step_figures(turns, lengths)
 
 
-def run(lengths: tuple[int, ...] = (40, 150), reps: int = 5, peer_reps: int = 3,
-        peers: bool = True) -> list[Row]:
+def run(
+    lengths: tuple[int, ...] = (40, 150), reps: int = 5, peer_reps: int = 3, peers: bool = True
+) -> list[Row]:
     steps = sorted(lengths)
-    notes: dict[str, Any] = {"turn lengths (model calls)": steps, "talaria reps": reps,
-                             "peer reps": peer_reps, "statistic": "median"}
+    notes: dict[str, Any] = {
+        "turn lengths (model calls)": steps,
+        "talaria reps": reps,
+        "peer reps": peer_reps,
+        "statistic": "median",
+    }
     with ProviderProcess(tool_loop_plan(steps[-1])) as provider:
         ours = side_figures(TALARIA, provider.url, reps, steps, notes)
         floor = step_figures(floor_turns(provider.url, reps, [*steps, SHORT]), steps)
-        theirs = {side.label: side_figures(side, provider.url, peer_reps, steps, notes)
-                  if peers else "skipped" for side in PEERS}
+        theirs = {
+            side.label: side_figures(side, provider.url, peer_reps, steps, notes)
+            if peers
+            else "skipped"
+            for side in PEERS
+        }
     notes["requests the provider served"] = provider.stats.get("requests")
     if isinstance(ours, str):
         raise RuntimeError(f"talaria's side failed: {notes.get('talaria')}")
-    rows = [_row(f"marginal wall time per step, steps 3-{n}", f"wall {n}", ours, floor, theirs)
-            for n in steps]
-    rows += [_row(f"marginal CPU per step, steps 3-{n}", f"cpu {n}", ours, None, theirs)
-             for n in steps]
+    rows = [
+        _row(f"marginal wall time per step, steps 3-{n}", f"wall {n}", ours, floor, theirs)
+        for n in steps
+    ]
+    rows += [
+        _row(f"marginal CPU per step, steps 3-{n}", f"cpu {n}", ours, None, theirs) for n in steps
+    ]
     if len(steps) > 1:
-        rows.append(_row(f"steps {steps[0] + 1}-{steps[-1]} against steps 3-{steps[0]}",
-                         "late/early", ours, floor, theirs, "x"))
-        rows.append(_row("growth of a step's wall time per step of history", "growth", ours,
-                         floor, theirs, "us"))
-    report("loop_overhead", f"Cost per step ({' and '.join(map(str, steps))}-step tool loops)",
-           rows, notes)
+        rows.append(
+            _row(
+                f"steps {steps[0] + 1}-{steps[-1]} against steps 3-{steps[0]}",
+                "late/early",
+                ours,
+                floor,
+                theirs,
+                "x",
+            )
+        )
+        rows.append(
+            _row(
+                "growth of a step's wall time per step of history",
+                "growth",
+                ours,
+                floor,
+                theirs,
+                "us",
+            )
+        )
+    report(
+        "loop_overhead",
+        f"Cost per step ({' and '.join(map(str, steps))}-step tool loops)",
+        rows,
+        notes,
+    )
     return rows
 
 
-def _row(metric: str, key: str, ours: dict[str, float], floor: dict[str, float] | None,
-         theirs: dict[str, dict[str, float] | str], unit: str = "ms") -> Row:
+def _row(
+    metric: str,
+    key: str,
+    ours: dict[str, float],
+    floor: dict[str, float] | None,
+    theirs: dict[str, dict[str, float] | str],
+    unit: str = "ms",
+) -> Row:
     return side_by_side(metric, key, ours, dict(theirs), floor[key] if floor else None, unit)
 
 
 def _summary(turn: dict[str, Any]) -> str:
-    return (f"steps={turn['steps']} {turn['seconds']:.3f}s cpu={turn['cpu']:.3f}s "
-            f"api_calls={turn['api_calls']}")
+    return (
+        f"steps={turn['steps']} {turn['seconds']:.3f}s cpu={turn['cpu']:.3f}s "
+        f"api_calls={turn['api_calls']}"
+    )
 
 
 def main() -> None:

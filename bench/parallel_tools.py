@@ -56,15 +56,28 @@ def talaria_turns(url: str, reps: int) -> list[dict[str, Any]]:
 
     turns = []
     with tempfile.TemporaryDirectory() as home:
-        agent = Agent(model=MODEL, base_url=url, api_key="x", toolsets=[], tools=[_nap_tool()],
-                      home=home, cwd=home)
+        agent = Agent(
+            model=MODEL,
+            base_url=url,
+            api_key="x",
+            toolsets=[],
+            tools=[_nap_tool()],
+            home=home,
+            cwd=home,
+        )
         with agent:
             agent.run_conversation("warm up")
             for _ in range(reps):
                 with stopwatch() as elapsed:
                     result = agent.run_conversation("go")
-                turns.append({"steps": 2, "seconds": elapsed[0],
-                              "api_calls": result["api_calls"], "final": result["final_response"]})
+                turns.append(
+                    {
+                        "steps": 2,
+                        "seconds": elapsed[0],
+                        "api_calls": result["api_calls"],
+                        "final": result["final_response"],
+                    }
+                )
     return turns
 
 

@@ -55,15 +55,17 @@ def floor_per_append(directory: Path, sizes: tuple[int, ...], appends: int) -> d
     conn = sqlite3.connect(directory / "floor.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("CREATE TABLE m (session TEXT, seq INTEGER, body TEXT, "
-                 "PRIMARY KEY (session, seq))")
+    conn.execute(
+        "CREATE TABLE m (session TEXT, seq INTEGER, body TEXT, PRIMARY KEY (session, seq))"
+    )
     insert = "INSERT INTO m VALUES (?, ?, ?)"
     result = {}
     for size in sizes:
         session = f"s{size}"
         with conn:
-            conn.executemany(insert, [(session, i, json.dumps(loop_message(i)))
-                                      for i in range(size)])
+            conn.executemany(
+                insert, [(session, i, json.dumps(loop_message(i))) for i in range(size)]
+            )
 
         def append(seq: int, session: str = session) -> None:
             conn.execute("BEGIN")
@@ -92,8 +94,16 @@ def run(appends: int = 50, sizes: tuple[int, ...] = SIZES, reference: bool = Tru
     largest, smallest = theirs[sizes[-1]], theirs[sizes[0]]
     if isinstance(largest, float) and isinstance(smallest, float):
         notes["reference growth (largest / smallest N)"] = round(largest / smallest, 2)
-    rows = [Row(f"append 1 message to a session of {size:,}", ours[size], theirs[size],
-                floor[size], "us") for size in sizes]
+    rows = [
+        Row(
+            f"append 1 message to a session of {size:,}",
+            ours[size],
+            theirs[size],
+            floor[size],
+            "us",
+        )
+        for size in sizes
+    ]
     report("persistence", "Persistence cost per appended message", rows, notes)
     return rows
 

@@ -56,8 +56,10 @@ def _near_floor(rows: Sequence[Row]) -> Verdict:
     if row is None or not isinstance(row.talaria, float) or not isinstance(row.floor, float):
         return None, "not measured"
     factor = row.talaria / row.floor
-    return factor <= FLOOR_FACTOR, (f"{row.talaria * 1e3:.2f} ms = {factor:.2f}x the floor's "
-                                    f"{row.floor * 1e3:.2f} ms (want <= {FLOOR_FACTOR}x)")
+    return factor <= FLOOR_FACTOR, (
+        f"{row.talaria * 1e3:.2f} ms = {factor:.2f}x the floor's "
+        f"{row.floor * 1e3:.2f} ms (want <= {FLOOR_FACTOR}x)"
+    )
 
 
 def _flat_in_history(rows: Sequence[Row]) -> Verdict:
@@ -65,8 +67,10 @@ def _flat_in_history(rows: Sequence[Row]) -> Verdict:
     if row is None or not isinstance(row.talaria, float) or not isinstance(row.floor, float):
         return None, "not measured"
     limit = max(LATE_EARLY, 1.1 * row.floor)
-    return row.talaria <= limit, (f"later steps cost {row.talaria:.2f}x the earlier ones, the "
-                                  f"floor's {row.floor:.2f}x (want <= {limit:.2f}x)")
+    return row.talaria <= limit, (
+        f"later steps cost {row.talaria:.2f}x the earlier ones, the "
+        f"floor's {row.floor:.2f}x (want <= {limit:.2f}x)"
+    )
 
 
 def _cpu_scales(rows: Sequence[Row], count: int) -> Verdict:
@@ -77,8 +81,10 @@ def _cpu_scales(rows: Sequence[Row], count: int) -> Verdict:
     if not isinstance(at_n.talaria, float):
         return None, "not measured"
     factor = at_n.talaria / alone.talaria
-    return factor <= 1.5, (f"{at_n.talaria * 1e3:.1f} ms = {factor:.2f}x the sequential "
-                           f"{alone.talaria * 1e3:.1f} ms (want <= 1.5x)")
+    return factor <= 1.5, (
+        f"{at_n.talaria * 1e3:.1f} ms = {factor:.2f}x the sequential "
+        f"{alone.talaria * 1e3:.1f} ms (want <= 1.5x)"
+    )
 
 
 def _flat(rows: Sequence[Row]) -> Verdict:
@@ -92,26 +98,36 @@ def _flat(rows: Sequence[Row]) -> Verdict:
 Check = Callable[[], Verdict]
 
 
-def targets(start: Sequence[Row], loop: Sequence[Row], many: Sequence[Row], count: int,
-            store: Sequence[Row], search: Sequence[Row]) -> dict[str, Check]:
+def targets(
+    start: Sequence[Row],
+    loop: Sequence[Row],
+    many: Sequence[Row],
+    count: int,
+    store: Sequence[Row],
+    search: Sequence[Row],
+) -> dict[str, Check]:
     n = f"N={count:,}"
     return {
-        "library: process start to first request <= 0.3 s":
-            lambda: _at_most(_row(start, "library: process start to first"), START, " s"),
-        "`talaria chat -q`: process start to first request <= 0.3 s":
-            lambda: _at_most(_row(start, "`chat -q`: process start to first"), START, " s"),
+        "library: process start to first request <= 0.3 s": lambda: _at_most(
+            _row(start, "library: process start to first"), START, " s"
+        ),
+        "`talaria chat -q`: process start to first request <= 0.3 s": lambda: _at_most(
+            _row(start, "`chat -q`: process start to first"), START, " s"
+        ),
         "per step <= 1.5x the raw-httpx floor (40 steps)": lambda: _near_floor(loop),
         "per step flat in history length (150 steps)": lambda: _flat_in_history(loop),
-        f"{count:,} sessions: zero failures":
-            lambda: _at_most(_row(many, f"{n}: failures"), 0),
+        f"{count:,} sessions: zero failures": lambda: _at_most(_row(many, f"{n}: failures"), 0),
         f"{count:,} sessions: CPU per step <= 1.5x sequential": lambda: _cpu_scales(many, count),
-        f"{count:,} sessions: at most 20 threads":
-            lambda: _at_most(_row(many, f"{n}: threads"), 20),
-        f"{count:,} sessions: at most 200 KB per idle agent":
-            lambda: _at_most(_row(many, f"{n}: memory per idle"), 200e3, " KB", 1e-3),
+        f"{count:,} sessions: at most 20 threads": lambda: _at_most(
+            _row(many, f"{n}: threads"), 20
+        ),
+        f"{count:,} sessions: at most 200 KB per idle agent": lambda: _at_most(
+            _row(many, f"{n}: memory per idle"), 200e3, " KB", 1e-3
+        ),
         "persistence flat from 10 to 5,000 messages": lambda: _flat(store),
-        "session_search < 50 ms median over 100,000":
-            lambda: _at_most(search[0], 0.050, " ms", 1e3),
+        "session_search < 50 ms median over 100,000": lambda: _at_most(
+            search[0], 0.050, " ms", 1e3
+        ),
     }
 
 
@@ -139,9 +155,13 @@ def main() -> None:
         print(f"- {verdict}: {name} ({detail})")
     print(f"\ntotal bench time: {total[0]:.0f} s")
     RESULTS_DIR.mkdir(exist_ok=True)
-    (RESULTS_DIR / "targets.json").write_text(json.dumps(
-        {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": total[0], "targets": summary},
-        indent=2) + "\n")
+    (RESULTS_DIR / "targets.json").write_text(
+        json.dumps(
+            {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": total[0], "targets": summary},
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

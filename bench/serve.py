@@ -30,7 +30,7 @@ def step_for(plan: list[list[list[Any]]], body: dict[str, Any], delay: float = 0
     """
     messages = body.get("messages") or []
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    done = sum(1 for m in messages[last_user + 1:] if m.get("role") == "assistant")
+    done = sum(1 for m in messages[last_user + 1 :] if m.get("role") == "assistant")
     asked = re.search(r"steps=(\d+)", json.dumps(messages[last_user])) if last_user >= 0 else None
     if asked:
         plan = plan[: int(asked.group(1)) - 1]

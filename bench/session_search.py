@@ -32,8 +32,9 @@ from common import (
 )
 
 
-def talaria_search(directory: Path, sessions: int, per_session: int,
-                   queries: list[str]) -> dict[str, Any]:
+def talaria_search(
+    directory: Path, sessions: int, per_session: int, queries: list[str]
+) -> dict[str, Any]:
     from talaria.store.sqlite import SQLiteSessionStore
 
     with SQLiteSessionStore(directory / "talaria.db") as store:
@@ -52,8 +53,9 @@ def talaria_search(directory: Path, sessions: int, per_session: int,
     return {"samples": samples, "fill_seconds": fill[0], "queries_with_hits": hits}
 
 
-def floor_search(directory: Path, sessions: int, per_session: int,
-                 queries: list[str]) -> dict[str, Any]:
+def floor_search(
+    directory: Path, sessions: int, per_session: int, queries: list[str]
+) -> dict[str, Any]:
     conn = sqlite3.connect(directory / "floor.db", isolation_level=None)
     conn.execute("CREATE VIRTUAL TABLE f USING fts5(body)")
     conn.execute("BEGIN")
@@ -73,11 +75,16 @@ def floor_search(directory: Path, sessions: int, per_session: int,
     return {"samples": samples, "queries_with_hits": hits}
 
 
-def run(sessions: int = 1000, per_session: int = 100, queries: int = 50,
-        reference: bool = True) -> list[Row]:
+def run(
+    sessions: int = 1000, per_session: int = 100, queries: int = 50, reference: bool = True
+) -> list[Row]:
     asked = search_queries(queries)
-    notes: dict[str, Any] = {"messages": sessions * per_session, "queries": queries,
-                             "statistic": "median", "limit": 10}
+    notes: dict[str, Any] = {
+        "messages": sessions * per_session,
+        "queries": queries,
+        "statistic": "median",
+        "limit": 10,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         ours = talaria_search(Path(tmp), sessions, per_session, asked)
         floor = floor_search(Path(tmp), sessions, per_session, asked)
@@ -86,20 +93,34 @@ def run(sessions: int = 1000, per_session: int = 100, queries: int = 50,
     theirs: list[float] | str = "skipped"
     if reference:
         try:
-            answer = run_reference("search", sessions=sessions, per_session=per_session,
-                                   queries=queries)
+            answer = run_reference(
+                "search", sessions=sessions, per_session=per_session, queries=queries
+            )
             theirs = answer["samples"]
-            notes["reference"] = {k: answer[k] for k in
-                                  ("fill_seconds", "queries_with_hits", "messages")}
+            notes["reference"] = {
+                k: answer[k] for k in ("fill_seconds", "queries_with_hits", "messages")
+            }
         except ReferenceUnavailable as exc:
             theirs = "unavailable"
             notes["reference"] = str(exc)
     total = f"{sessions * per_session:,}"
-    rows = [Row(f"search over {total} messages, all queries", median(ours["samples"]),
-                _pick(theirs, KINDS), median(floor["samples"]))]
+    rows = [
+        Row(
+            f"search over {total} messages, all queries",
+            median(ours["samples"]),
+            _pick(theirs, KINDS),
+            median(floor["samples"]),
+        )
+    ]
     for index, kind in enumerate(KINDS):
-        rows.append(Row(f"  {kind}", median(ours["samples"][index::3]),
-                        _pick(theirs, (kind,)), median(floor["samples"][index::3])))
+        rows.append(
+            Row(
+                f"  {kind}",
+                median(ours["samples"][index::3]),
+                _pick(theirs, (kind,)),
+                median(floor["samples"][index::3]),
+            )
+        )
     report("session_search", "session_search latency (median)", rows, notes)
     return rows
 

@@ -40,12 +40,20 @@ SEQUENTIAL = 3
 """Sessions run one at a time first, for the sequential CPU per step."""
 
 
-def side_run(side: Side, url: str, count: int, sequential: int,
-             notes: dict[str, Any]) -> dict[str, Any] | str:
+def side_run(
+    side: Side, url: str, count: int, sequential: int, notes: dict[str, Any]
+) -> dict[str, Any] | str:
     """One side's figures at `count` sessions, or why there are none."""
     try:
-        figures = run_side(side, "sessions", timeout=1800, url=url, sessions=count,
-                           steps=TOOL_STEPS + 1, sequential=sequential)
+        figures = run_side(
+            side,
+            "sessions",
+            timeout=1800,
+            url=url,
+            sessions=count,
+            steps=TOOL_STEPS + 1,
+            sequential=sequential,
+        )
     except ReferenceUnavailable as exc:
         notes[f"{side.label} at {count}"] = str(exc)
         return "unavailable"
@@ -66,14 +74,22 @@ METRICS: list[tuple[str, str, str]] = [
 ]
 
 
-def rows_for(count: int, ours: dict[str, Any],
-             theirs: dict[str, dict[str, Any] | str]) -> list[Row]:
-    return [side_by_side(f"N={count:,}: {name}", key, ours, theirs, unit=unit)
-            for name, key, unit in METRICS]
+def rows_for(
+    count: int, ours: dict[str, Any], theirs: dict[str, dict[str, Any] | str]
+) -> list[Row]:
+    return [
+        side_by_side(f"N={count:,}: {name}", key, ours, theirs, unit=unit)
+        for name, key, unit in METRICS
+    ]
 
 
-def run(counts: tuple[int, ...] = (10, 100, 1000), reference_max: int = 10,
-        peers: bool = True, latency: float = LATENCY, sequential: int = SEQUENTIAL) -> list[Row]:
+def run(
+    counts: tuple[int, ...] = (10, 100, 1000),
+    reference_max: int = 10,
+    peers: bool = True,
+    latency: float = LATENCY,
+    sequential: int = SEQUENTIAL,
+) -> list[Row]:
     notes: dict[str, Any] = {
         "per session": f"{TOOL_STEPS} tool steps + the answer = {TOOL_STEPS + 1} model calls",
         "model latency per response": f"{latency * 1e3:.0f} ms",
@@ -90,20 +106,30 @@ def run(counts: tuple[int, ...] = (10, 100, 1000), reference_max: int = 10,
             theirs: dict[str, dict[str, Any] | str] = {}
             for side in PEERS:
                 skip = not peers or (side is PEERS[0] and count > reference_max)
-                theirs[side.label] = "skipped" if skip else side_run(
-                    side, provider.url, count, sequential, notes)
+                theirs[side.label] = (
+                    "skipped" if skip else side_run(side, provider.url, count, sequential, notes)
+                )
             rows += rows_for(count, ours, theirs)
     notes["requests the provider served"] = provider.stats.get("requests")
-    report("sessions", f"Sessions in one process ({TOOL_STEPS} tool steps each, "
-           f"{latency * 1e3:.0f} ms model latency)", rows, notes)
+    report(
+        "sessions",
+        f"Sessions in one process ({TOOL_STEPS} tool steps each, "
+        f"{latency * 1e3:.0f} ms model latency)",
+        rows,
+        notes,
+    )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[10, 100, 1000])
-    parser.add_argument("--reference-max", type=int, default=10,
-                        help="largest N for hermes-agent (a thread and ~1 s of CPU per agent)")
+    parser.add_argument(
+        "--reference-max",
+        type=int,
+        default=10,
+        help="largest N for hermes-agent (a thread and ~1 s of CPU per agent)",
+    )
     parser.add_argument("--no-peers", action="store_true")
     args = parser.parse_args()
     run(tuple(args.sessions), args.reference_max, peers=not args.no_peers)

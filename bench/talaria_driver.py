@@ -25,8 +25,16 @@ def noop(n: int) -> str:
 
 class TalariaSide(driver_kit.Side):
     async def turn(self, message: str) -> int:
-        agent = Agent(model=MODEL, base_url=self.url, api_key="x", toolsets=[], tools=[noop],
-                      home=self.home, cwd=self.home, max_iterations=driver_kit.MAX_STEPS)
+        agent = Agent(
+            model=MODEL,
+            base_url=self.url,
+            api_key="x",
+            toolsets=[],
+            tools=[noop],
+            home=self.home,
+            cwd=self.home,
+            max_iterations=driver_kit.MAX_STEPS,
+        )
         try:
             result = await agent.arun_conversation(message)
         finally:

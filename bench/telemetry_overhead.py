@@ -69,8 +69,16 @@ def turns(url: str, reps: int, lengths: list[int]) -> dict[str, list[dict[str, A
     from talaria import Agent
 
     def agent(home: str, config: dict[str, Any]) -> Any:
-        return Agent(model=MODEL, base_url=url, api_key="x", toolsets=[], tools=[noop],
-                     home=home, cwd=home, config={"context.engine": "none", **config})
+        return Agent(
+            model=MODEL,
+            base_url=url,
+            api_key="x",
+            toolsets=[],
+            tools=[noop],
+            home=home,
+            cwd=home,
+            config={"context.engine": "none", **config},
+        )
 
     measured: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
     with tempfile.TemporaryDirectory() as home:
@@ -85,9 +93,15 @@ def turns(url: str, reps: int, lengths: list[int]) -> dict[str, list[dict[str, A
                         with stopwatch() as elapsed:
                             result = fresh.run_conversation(f"steps={length}")
                         cpu = time.process_time() - cpu
-                    measured[name].append({"steps": length, "seconds": elapsed[0], "cpu": cpu,
-                                           "api_calls": result["api_calls"],
-                                           "final": result["final_response"]})
+                    measured[name].append(
+                        {
+                            "steps": length,
+                            "seconds": elapsed[0],
+                            "cpu": cpu,
+                            "api_calls": result["api_calls"],
+                            "final": result["final_response"],
+                        }
+                    )
     return measured
 
 
@@ -98,10 +112,13 @@ def cpu_step(measured: list[dict[str, Any]], steps: int) -> float:
 
 def import_cost(reps: int) -> float:
     """Median extra seconds `import talaria.telemetry.otel` adds to a fresh interpreter."""
-    code = ("import time, talaria; t = time.perf_counter(); import talaria.telemetry.otel; "
-            "print(time.perf_counter() - t)")
-    return median([fresh_interpreter_seconds(sys.executable, code, {}, ".")[0]
-                   for _ in range(reps)])
+    code = (
+        "import time, talaria; t = time.perf_counter(); import talaria.telemetry.otel; "
+        "print(time.perf_counter() - t)"
+    )
+    return median(
+        [fresh_interpreter_seconds(sys.executable, code, {}, ".")[0] for _ in range(reps)]
+    )
 
 
 def run(steps: int = 40, reps: int = 5) -> list[Row]:

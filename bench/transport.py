@@ -63,8 +63,12 @@ def httpx_like(module: Any, url: str) -> tuple[Post, Callable[[], Awaitable[None
     client = module.AsyncClient(base_url=url, headers={"Authorization": "Bearer x"})
 
     async def post(body: dict[str, Any]) -> AsyncIterator[bytes]:
-        async with client.stream("POST", "/chat/completions", content=_encode(body),
-                                 headers={"Content-Type": "application/json"}) as response:
+        async with client.stream(
+            "POST",
+            "/chat/completions",
+            content=_encode(body),
+            headers={"Content-Type": "application/json"},
+        ) as response:
             async for line in response.aiter_lines():
                 yield line.encode()
 
@@ -77,8 +81,9 @@ def talaria_transport(url: str) -> tuple[Post, Callable[[], Awaitable[None]]]:
     from talaria.providers.transport import http, sse
 
     async def post(body: dict[str, Any]) -> AsyncIterator[bytes]:
-        async with http.post_json(f"{url}/chat/completions", body,
-                                  {"Authorization": "Bearer x"}) as response:
+        async with http.post_json(
+            f"{url}/chat/completions", body, {"Authorization": "Bearer x"}
+        ) as response:
             async for event in sse.events(response.aiter_bytes()):
                 yield b"data: " + event.data.encode()
 
@@ -98,9 +103,11 @@ def raw_asyncio(url: str) -> tuple[Post, Callable[[], Awaitable[None]]]:
             connection.extend(await asyncio.open_connection(parts.hostname, parts.port))
         reader, writer = connection
         payload = _encode(body)
-        head = (f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                f"Authorization: Bearer x\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\n\r\n")
+        head = (
+            f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            f"Authorization: Bearer x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n"
+        )
         writer.write(head.encode() + payload)
         await reader.readuntil(b"\r\n\r\n")
         pending = b""
@@ -157,12 +164,25 @@ def run(steps: int = 40, reps: int = 7) -> list[Row]:
     with ProviderProcess(tool_loop_plan(steps)) as provider:
         per_step = asyncio.run(_measure(provider.url, steps, reps))
     floor = per_step["raw asyncio (floor)"]
-    rows = [Row(f"{name}, per step", median([w for w, _ in times]), None,
-                median([w for w, _ in floor])) for name, times in per_step.items()]
-    rows += [Row(f"{name}, CPU per step", median([c for _, c in times]), None,
-                 median([c for _, c in floor])) for name, times in per_step.items()]
-    report("transport", f"HTTP client per step ({steps}-step streamed tool loop)", rows,
-           {"steps": steps, "reps": reps})
+    rows = [
+        Row(f"{name}, per step", median([w for w, _ in times]), None, median([w for w, _ in floor]))
+        for name, times in per_step.items()
+    ]
+    rows += [
+        Row(
+            f"{name}, CPU per step",
+            median([c for _, c in times]),
+            None,
+            median([c for _, c in floor]),
+        )
+        for name, times in per_step.items()
+    ]
+    report(
+        "transport",
+        f"HTTP client per step ({steps}-step streamed tool loop)",
+        rows,
+        {"steps": steps, "reps": reps},
+    )
     return rows
 
 

@@ -31,8 +31,14 @@ NOT_BEFORE_THE_FIRST_REQUEST = (
     "openai",
     "anthropic",
     "pydantic",
-    # a second HTTP stack (the transport and the window probe share httpx2)
+    # any HTTP library: a plain http:// endpoint goes through talaria's own HTTP/1.1 client
+    # (the transport and the window probe share it; httpx2 is for https and proxies)
     "httpx",
+    "httpx2",
+    "httpcore2",
+    "h11",
+    "h2",
+    "anyio",
     # optional extras, imported only when used
     "mcp",
     "acp",

@@ -88,35 +88,34 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("openai", "anthropic"
 
 
 def test_agents_on_one_loop_share_connections(tmp_path: Path) -> None:
-    """Twenty agents, one after another on one loop, reuse one keep-alive connection."""
+    """Twenty agents, one after another on one loop, send every request (each agent's model
+    call, the window probe) over one keep-alive connection."""
     code = f"""
 import asyncio, pathlib
 from talaria.testing import ScriptedProvider, Reply
 from helpers import scripted_agent
-{SOCKETS}
 
 async def main(server):
     for n in range(20):
         agent = scripted_agent(server, pathlib.Path({str(tmp_path)!r}))
         await agent.achat("hi")
         await agent.aclose()
-    return sockets()
 
 with ScriptedProvider([Reply(text=str(n)) for n in range(20)]) as server:
-    before = sockets()
-    print(asyncio.run(main(server)) - before)
+    asyncio.run(main(server))
+    print(len(server.requests), server.connections_opened)
 """
     out = _python(code)
     assert out.returncode == 0, out.stderr
-    # the server side of the connection lives in this process too: 2 sockets for 1 connection
-    assert int(out.stdout.strip()) <= 2
+    assert out.stdout.split() == ["20", "1"]
 
 
 def test_sync_turns_and_dropped_agents_leave_no_warnings(tmp_path: Path) -> None:
     """Synchronous agents on the process's shared loop, an `asyncio.run` per async turn, agents
     dropped without close(): nothing is printed, not even in development mode, and no socket
-    stays open per agent (the shared loop's pool keeps one keep-alive connection for the next
-    agent: its two ends, both in this process)."""
+    stays open per agent. What stays is the shared loop's: its wake-up socket pair and the one
+    keep-alive connection all its agents used (its two ends, both in this process); each
+    `asyncio.run` loop closed its own connection when it ended."""
     code = f"""
 import asyncio, gc, pathlib, time
 from talaria.testing import ScriptedProvider, Reply
@@ -136,13 +135,15 @@ with ScriptedProvider([Reply(text=str(n)) for n in range(8)]) as server:
         del agent
         gc.collect()
     deadline = time.monotonic() + 5
-    while sockets() > before and time.monotonic() < deadline:
+    while sockets() - before > 4 and time.monotonic() < deadline:
         time.sleep(0.02)  # the server's side closes once it reads the client's close
-    print(sockets() - before)
+    print(sockets() - before, server.connections_opened)
 """
     out = _python(code, "-W", "error::ResourceWarning", "-X", "dev")
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout.strip()) <= 2
+    left, opened = map(int, out.stdout.split())
+    assert left <= 4
+    assert opened == 3  # the shared loop's one, and one per asyncio.run
     assert "Event loop is closed" not in out.stderr
     assert "unclosed" not in out.stderr.lower()
     assert "Task was destroyed" not in out.stderr

@@ -94,6 +94,8 @@ class ScriptedProvider:
         self.overflows = 0
         """Requests refused because their prompt was over ``n_ctx``."""
         self.requests: list[RecordedRequest] = []
+        self.connections_opened = 0
+        """Connections accepted so far: how a test sees that a client keeps them alive."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -172,6 +174,7 @@ class ScriptedProvider:
         with self._lock:
             if open_:
                 self._connections.add(connection)
+                self.connections_opened += 1
             else:
                 self._connections.discard(connection)
 

@@ -32,8 +32,10 @@ CONNECTION_CLASSES = frozenset(
     }
 )
 INVALID_CLASSES = frozenset({"APIResponseValidationError", "JSONDecodeError"})
-CONFIG_CLASSES = frozenset({"BadURLError", "InvalidURL", "UnsupportedProtocol"})
-"""A base URL no request can be sent to: fixing the configuration is the only cure."""
+CONFIG_CLASSES = frozenset(
+    {"BadURLError", "InvalidURL", "UnsupportedProtocol", "InvalidHeaderError"}
+)
+"""A base URL or header no request can be sent with: fixing the configuration is the only cure."""
 
 BODY_TYPES: dict[str, ErrorKind] = {
     "overloaded_error": ErrorKind.OVERLOADED,

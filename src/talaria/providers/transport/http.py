@@ -1,17 +1,18 @@
-"""The HTTP layer every model call goes through: one shared pool per event loop, on httpx2.
+"""The HTTP layer every model call goes through: one shared pool per event loop.
 
 Why these choices (numbers in README "Performance", from ``bench/transport.py``):
 
 * One pool per event loop, shared by every agent and endpoint client on it: connections are
   reused across agents, and a process with many agents keeps one TLS context, not one each.
-* ``http://`` gets a client that never touches TLS (no CA bundle is loaded for local servers);
-  ``https://`` gets the process's one verified context and HTTP/2 where the server offers it
-  (ALPN). Proxies come from the environment (``HTTPS_PROXY``, ``NO_PROXY``...).
+* ``http://`` without a proxy goes through talaria's own HTTP/1.1 client (`http11`): no TLS, no
+  CA bundle, no HTTP library to import, a seventh of the CPU per step. ``https://`` and proxied
+  requests go through httpx2: the process's one verified context, HTTP/2 where the server offers
+  it (ALPN), proxies from the environment (``HTTPS_PROXY``, ``NO_PROXY``...).
 * A pool belongs to its loop and is closed when the loop shuts down its async generators
   (``asyncio.run`` and the agent's own loop both do), so a loop per synchronous call neither
   leaks connections nor prints "Event loop is closed".
 
-httpx2 is imported on the first request, not with ``import talaria``.
+httpx2 is imported on the first request that needs it, never with ``import talaria``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import ssl
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlencode, urlsplit
+
+from talaria.providers.transport.http11 import ConnectFailedError, Http11Pool, Target
 
 if TYPE_CHECKING:
     import httpx2
@@ -48,8 +52,21 @@ class BadURLError(ValueError):
     """A base URL no request can be made to (bad port, unknown scheme): a configuration error."""
 
 
-class ConnectFailedError(OSError):
-    """Every address of the host refused or failed; one line instead of an exception group."""
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+"""With one of these set, ``http://`` requests go through httpx2, which honours the proxy and
+``NO_PROXY`` exactly as before."""
+
+
+class StreamedAnswer(Protocol):
+    """What callers read of an answer, from either client."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+    async def aread(self) -> bytes: ...
+    async def aclose(self) -> None: ...
 
 
 @functools.cache
@@ -60,9 +77,11 @@ def shared_ssl_context() -> ssl.SSLContext:
 
 
 class _LoopPools:
-    """The clients of one event loop: one for plain HTTP, one for HTTPS, made on first use."""
+    """The clients of one event loop: talaria's own for direct plain HTTP, httpx2's for HTTPS
+    and for plain HTTP through a proxy (made on first use)."""
 
     def __init__(self) -> None:
+        self.direct = Http11Pool()
         self.clients: dict[bool, httpx2.AsyncClient] = {}
         self.lifetime: AsyncGenerator[None, None] | None = None
 
@@ -76,6 +95,7 @@ class _LoopPools:
         for client in clients:
             with contextlib.suppress(Exception):
                 await client.aclose()
+        await self.direct.aclose()
 
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopPools] = (
@@ -111,15 +131,15 @@ async def _lifetime(pools: _LoopPools) -> AsyncGenerator[None, None]:
         await pools.aclose()
 
 
-async def pool_for(url: str) -> httpx2.AsyncClient:
-    """The running loop's shared client for ``url``'s scheme."""
+async def _loop_pools() -> _LoopPools:
+    """The running loop's shared clients."""
     loop = asyncio.get_running_loop()
     pools = _POOLS.get(loop)
     if pools is None:
         pools = _POOLS[loop] = _LoopPools()
         pools.lifetime = _lifetime(pools)
         await pools.lifetime.__anext__()  # registers it with this loop's shutdown
-    return pools.client(url[:6].lower() == "https:")
+    return pools
 
 
 def _encode(body: dict[str, Any]) -> bytes:
@@ -135,13 +155,22 @@ async def opened(
     body: dict[str, Any] | None = None,
     seconds: float = 600.0,
     params: Mapping[str, str] | None = None,
-) -> AsyncIterator[httpx2.Response]:
+) -> AsyncIterator[StreamedAnswer]:
     """Send (``body`` as JSON) and hold the answer open for streaming; an error status raises
     `HTTPStatusError`. The response is closed on exit, early exit and cancellation."""
-    client = await pool_for(url)
+    pools = await _loop_pools()
     content = None if body is None else _encode(body)
-    request = _request(client, method, url, headers, content, params, seconds)
-    response = await _send(client, request)
+    sent = {"User-Agent": USER_AGENT, "Accept": "application/json", **headers}
+    if content is not None:
+        sent["Content-Type"] = "application/json"
+    response: StreamedAnswer
+    target = _direct_target(url, params)
+    if target:
+        response = await pools.direct.send(method, target, sent, content, seconds)
+    else:
+        client = pools.client(url[:6].lower() == "https:")
+        request = _request(client, method, url, sent, content, params, seconds)
+        response = await _send(client, request)
     try:
         if response.status_code >= 400:
             raise await _status_error(response)
@@ -157,7 +186,7 @@ def post_json(
     *,
     seconds: float = 600.0,
     params: Mapping[str, str] | None = None,
-) -> contextlib.AbstractAsyncContextManager[httpx2.Response]:
+) -> contextlib.AbstractAsyncContextManager[StreamedAnswer]:
     """`opened` for a POST of ``body``: the streamed answer."""
     return opened("POST", url, headers, body=body, seconds=seconds, params=params)
 
@@ -167,6 +196,24 @@ async def json_answer(method: str, url: str, headers: Mapping[str, str], **optio
     seconds, params) as for `opened`."""
     async with opened(method, url, headers, **options) as answer:
         return _decoded(await answer.aread())
+
+
+def _direct_target(url: str, params: Mapping[str, str] | None) -> Target | None:
+    """Where talaria's own client sends ``url``: plain HTTP, no proxy configured, no user and
+    password in the URL; None for what httpx2 takes."""
+    if url[:5].lower() != "http:" or any(map(os.environ.get, PROXY_VARIABLES)):
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 80
+    except ValueError as exc:
+        raise BadURLError(f"bad URL {url!r}: {exc}") from exc
+    if not parts.hostname:
+        raise BadURLError(f"bad URL {url!r}: no host")
+    if parts.username is not None:
+        return None
+    query = "&".join(filter(None, (parts.query, urlencode(params or {}))))
+    return Target(parts.hostname, port, (parts.path or "/") + (f"?{query}" if query else ""))
 
 
 def _request(
@@ -184,12 +231,9 @@ def _request(
         urlsplit(url).port  # noqa: B018 (raises for a port out of range)
     except ValueError as exc:
         raise BadURLError(f"bad URL {url!r}: {exc}") from exc
-    sent = {"User-Agent": USER_AGENT, "Accept": "application/json", **headers}
-    if content is not None:
-        sent["Content-Type"] = "application/json"
     try:
         return client.build_request(
-            method, url, content=content, headers=sent, params=params, timeout=seconds
+            method, url, content=content, headers=headers, params=params, timeout=seconds
         )
     except httpx2.InvalidURL as exc:
         raise BadURLError(f"bad URL {url!r}: {exc}") from exc
@@ -210,7 +254,7 @@ async def _send(client: httpx2.AsyncClient, request: httpx2.Request) -> httpx2.R
         raise ConnectFailedError(f"{where}: {'; '.join(reasons)}") from group
 
 
-async def _status_error(response: httpx2.Response) -> HTTPStatusError:
+async def _status_error(response: StreamedAnswer) -> HTTPStatusError:
     raw = b""
     with contextlib.suppress(Exception):
         async for chunk in response.aiter_bytes():
