@@ -18,6 +18,10 @@ _CATALOGUE_IDS: dict[str, str | None] = {
     "custom": None,
 }
 """talaria provider names whose catalogue id differs; others are passed through as they are."""
+_UNKNOWN: set[tuple[str, str | None]] = set()
+"""Lookups the catalogue has no model for. It caches what it finds but not what it misses, and
+a miss scans every provider's models again: for a local or unlisted model that was a scan on
+every step."""
 
 
 def estimate_cost(
@@ -32,6 +36,13 @@ def estimate_cost(
     name = (provider or "").lower()
     if not (profile or profile_for(provider=name, model=model)).billed:
         return 0.0
+    lookups = [
+        lookup
+        for lookup in _candidates(model, _CATALOGUE_IDS.get(name, name or None))
+        if lookup not in _UNKNOWN
+    ]
+    if not lookups:
+        return None
     from genai_prices import Usage as CatalogueUsage
     from genai_prices import calc_price
 
@@ -41,10 +52,12 @@ def estimate_cost(
         cache_write_tokens=usage.cache_write_tokens,
         output_tokens=usage.output_tokens,
     )
-    for model_ref, provider_id in _candidates(model, _CATALOGUE_IDS.get(name, name or None)):
+    for lookup in lookups:
+        model_ref, provider_id = lookup
         try:
             price = calc_price(counted, model_ref, provider_id=provider_id)
         except LookupError:
+            _UNKNOWN.add(lookup)
             continue
         return float(price.total_price)
     return None
