@@ -150,20 +150,22 @@ class Http11Pool:
     async def _drained(
         self, target: Target, connection: _Connection, rest: AsyncIterator[bytes]
     ) -> None:
-        left = MAX_DRAIN
+        left, complete = MAX_DRAIN, False
         try:
             async with asyncio.timeout(DRAIN_SECONDS):
                 async for raw in rest:
                     left -= len(raw)
                     if left < 0:
                         break
-        except (Exception, asyncio.CancelledError):
-            connection.close()  # cancelled only when the loop's pool closes
-            return
-        if left < 0:
-            connection.close()
-        else:
-            self.checkin(target, connection)
+                else:
+                    complete = True
+        except Exception:
+            pass  # a slow or broken end: the connection is not worth keeping
+        finally:  # also when cancelled, as the loop's pool closes
+            if complete:
+                self.checkin(target, connection)
+            else:
+                connection.close()
 
     def checkin(self, target: Target, connection: _Connection) -> None:
         idle = self._idle.setdefault((target.host, target.port), [])
