@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 import zlib
 from collections.abc import AsyncIterator, Mapping
@@ -66,18 +67,48 @@ class Target:
 
 
 class _Connection:
-    __slots__ = ("reader", "reused", "writer")
+    """One socket, with a read deadline: a single timer per connection that re-arms itself
+    (a timeout context per read would cost more than the read)."""
+
+    __slots__ = ("deadline", "loop", "reader", "reused", "timed_out", "timer", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.reused = False
+        self.loop = asyncio.get_running_loop()
+        self.deadline = math.inf
+        self.timer: asyncio.TimerHandle | None = None
+        self.timed_out = False
+
+    def expect(self, seconds: float) -> None:
+        """The next bytes must come within ``seconds``, or the connection is aborted."""
+        self.deadline = self.loop.time() + seconds
+        if self.timer is None:
+            self.timer = self.loop.call_at(self.deadline, self._check)
+
+    def rest(self) -> None:
+        """Nothing is awaited now (idle in the pool, or between answers)."""
+        self.deadline = math.inf
+
+    def _check(self) -> None:
+        self.timer = None
+        if self.deadline == math.inf:
+            return
+        if self.loop.time() < self.deadline:
+            self.timer = self.loop.call_at(self.deadline, self._check)
+            return
+        self.timed_out = True
+        self.writer.transport.abort()  # the pending read ends; the reader says it timed out
 
     def usable(self) -> bool:
         """Still open at our end and not closed by the server while it sat idle."""
         return not self.writer.is_closing() and not self.reader.at_eof()
 
     def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         self.writer.close()
 
 
@@ -101,19 +132,20 @@ class Http11Pool:
         while True:
             connection = self._checkout(target) or await self._drained_or_new(target, seconds)
             try:
+                connection.expect(seconds)
                 connection.writer.write(request)
-                async with asyncio.timeout(seconds):
-                    await connection.writer.drain()
-                    status, answer_headers = await _read_head(connection.reader)
+                await connection.writer.drain()
+                status, answer_headers = await _read_head(connection.reader)
                 framing = _framing(method, status, answer_headers)
             except (ConnectionError, asyncio.IncompleteReadError) as exc:
                 connection.close()
+                if connection.timed_out:
+                    raise TimeoutError(
+                        f"{target.authority} sent no answer in {seconds:g} s"
+                    ) from None
                 if connection.reused and _nothing_read(exc):
                     continue  # the server had closed it while idle: the request never arrived
                 raise _broken(target, exc) from exc
-            except TimeoutError:
-                connection.close()
-                raise TimeoutError(f"{target.authority} sent no answer in {seconds:g} s") from None
             except BaseException:
                 connection.close()
                 raise
@@ -168,6 +200,7 @@ class Http11Pool:
                 connection.close()
 
     def checkin(self, target: Target, connection: _Connection) -> None:
+        connection.rest()
         idle = self._idle.setdefault((target.host, target.port), [])
         if connection.usable() and len(idle) < MAX_IDLE_PER_HOST:
             idle.append(connection)
@@ -221,7 +254,7 @@ class Answer:
         if connection is None or self._raw is not None:
             raise RemoteProtocolError("the answer's body was already read or closed")
         decoder = _decoder(self.headers.get("content-encoding", ""))
-        self._raw = raw_body = _body(connection.reader, self._framing, self._seconds)
+        self._raw = raw_body = _body(connection, self._framing, self._seconds)
         try:
             self._between_reads = False
             async for raw in raw_body:
@@ -230,11 +263,11 @@ class Answer:
                 if data:
                     yield data
                 self._between_reads = False
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError) as exc:
+            if connection.timed_out:
+                authority, seconds = self._target.authority, self._seconds
+                raise TimeoutError(f"{authority} sent nothing for {seconds:g} s") from None
             raise _broken(self._target, exc) from exc
-        except TimeoutError:
-            authority, seconds = self._target.authority, self._seconds
-            raise TimeoutError(f"{authority} sent nothing for {seconds:g} s") from None
         if decoder and (tail := decoder.flush()):
             yield tail
         self._connection = None
@@ -256,7 +289,7 @@ class Answer:
         if not (self._keep_alive and self._between_reads and connection.usable()):
             connection.close()
             return
-        rest = self._raw or _body(connection.reader, self._framing, self._seconds)
+        rest = self._raw or _body(connection, self._framing, self._seconds)
         self._pool.drain(self._target, connection, rest)
 
 
@@ -346,17 +379,20 @@ def _tokens(value: str) -> list[str]:
 
 
 async def _body(
-    reader: asyncio.StreamReader, framing: str | int, seconds: float
+    connection: _Connection, framing: str | int, seconds: float
 ) -> AsyncIterator[bytes]:
+    reader = connection.reader
     if framing == "chunked":
-        async for chunk in _chunks(reader, seconds):
+        async for chunk in _chunks(connection, seconds):
             yield chunk
         return
     remaining = framing if isinstance(framing, int) else -1
     while remaining:
-        async with asyncio.timeout(seconds):
-            data = await reader.read(READ_SIZE if remaining < 0 else min(remaining, READ_SIZE))
+        connection.expect(seconds)
+        data = await reader.read(READ_SIZE if remaining < 0 else min(remaining, READ_SIZE))
         if not data:
+            if connection.timed_out:
+                raise TimeoutError("read timed out")
             if remaining > 0:
                 raise RemoteProtocolError(f"the answer ended {remaining} bytes short")
             return
@@ -364,16 +400,16 @@ async def _body(
         yield data
 
 
-async def _chunks(reader: asyncio.StreamReader, seconds: float) -> AsyncIterator[bytes]:
+async def _chunks(connection: _Connection, seconds: float) -> AsyncIterator[bytes]:
+    reader = connection.reader
     while True:
-        async with asyncio.timeout(seconds):
-            size_line = await reader.readuntil(b"\r\n")
-            size = _chunk_size(size_line)
-            if size == 0:
-                while await reader.readuntil(b"\r\n") != b"\r\n":
-                    pass  # trailer fields: nothing a model client needs
-                return
-            chunk = await reader.readexactly(size + 2)
+        connection.expect(seconds)
+        size = _chunk_size(await reader.readuntil(b"\r\n"))
+        if size == 0:
+            while await reader.readuntil(b"\r\n") != b"\r\n":
+                pass  # trailer fields: nothing a model client needs
+            return
+        chunk = await reader.readexactly(size + 2)
         if chunk[-2:] != b"\r\n":
             raise RemoteProtocolError("a chunk did not end where its size said")
         yield chunk[:-2]
