@@ -359,3 +359,26 @@ def test_a_configured_proxy_receives_plain_http_requests(monkeypatch: pytest.Mon
     answer, line = asyncio.run(serving(answering(sized(b'{"via": "proxy"}')), run))
     assert answer == {"via": "proxy"}
     assert line == "GET http://model.invalid:8080/v1/models HTTP/1.1"
+
+
+def test_streams_through_a_proxy_keep_their_connection_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx2 (which takes proxied and https requests) would close an HTTP/1.1 connection whose
+    stream was read only up to ``[DONE]``; talaria reads the end for it, so three streamed
+    calls through the proxy use one connection."""
+    answer = chunked(b'data: {"n": 1}\n\n', b"data: [DONE]\n\n")
+
+    async def run(proxy: str, seen: Seen) -> list[Any]:
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        got = []
+        for _ in range(3):
+            async with (
+                http.post_json("http://model.invalid/v1/chat", {"q": 1}, {}) as streamed,
+                aclosing(sse.json_events(streamed.aiter_bytes())) as events,
+            ):
+                got += [event async for event in events]
+        return [got, seen.connections, [line for line, _, _ in seen.requests]]
+
+    got, connections, lines = asyncio.run(serving(answering(answer, answer, answer), run))
+    assert got == [{"n": 1}] * 3
+    assert connections == 1
+    assert lines == ["POST http://model.invalid/v1/chat HTTP/1.1"] * 3

@@ -24,10 +24,11 @@ import json
 import os
 import ssl
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
+from talaria.providers.transport.drain import Drains, read_to_end
 from talaria.providers.transport.http11 import ConnectFailedError, Http11Pool, Target
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class _LoopPools:
     def __init__(self) -> None:
         self.direct = Http11Pool()
         self.clients: dict[bool, httpx2.AsyncClient] = {}
+        self.drains = Drains()
+        """httpx2's HTTP/1.1 answers being read to their end (see `_KeptAlive`)."""
         self.lifetime: AsyncGenerator[None, None] | None = None
 
     def client(self, secure: bool) -> httpx2.AsyncClient:
@@ -91,6 +94,7 @@ class _LoopPools:
         return self.clients[secure]
 
     async def aclose(self) -> None:
+        await self.drains.aclose()
         clients, self.clients = list(self.clients.values()), {}
         for client in clients:
             with contextlib.suppress(Exception):
@@ -170,13 +174,51 @@ async def opened(
     else:
         client = pools.client(url[:6].lower() == "https:")
         request = _request(client, method, url, sent, content, params, seconds)
-        response = await _send(client, request)
+        origin = (request.url.scheme, request.url.host, request.url.port)
+        await pools.drains.settle(origin)
+        response = _KeptAlive(await _send(client, request), pools.drains, origin)
     try:
         if response.status_code >= 400:
             raise await _status_error(response)
         yield response
     finally:
         await response.aclose()
+
+
+class _KeptAlive:
+    """An httpx2 answer whose body iterator is kept: httpcore closes an HTTP/1.1 connection
+    whose answer was not read to its end, so that end is read in the background (`drain`)
+    before the answer is closed, and the connection stays in httpx2's pool. HTTP/2 streams
+    need none of this."""
+
+    def __init__(self, response: httpx2.Response, drains: Drains, origin: Hashable) -> None:
+        self.response = response
+        self.status_code = response.status_code
+        self.headers = response.headers
+        self._drains = drains
+        self._origin = origin
+        self._chunks: AsyncIterator[bytes] | None = None
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        self._chunks = self.response.aiter_bytes()
+        return self._chunks
+
+    async def aread(self) -> bytes:
+        return await self.response.aread()
+
+    async def aclose(self) -> None:
+        response = self.response
+        if response.is_closed or response.http_version != "HTTP/1.1":
+            await response.aclose()
+        else:
+            self._drains.start(self._origin, self._read_to_end_and_close())
+
+    async def _read_to_end_and_close(self) -> None:
+        try:
+            await read_to_end(self._chunks or self.response.aiter_bytes())
+        finally:
+            with contextlib.suppress(Exception):
+                await self.response.aclose()
 
 
 def post_json(

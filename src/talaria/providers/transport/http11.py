@@ -24,14 +24,11 @@ import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
+from talaria.providers.transport.drain import Drains, read_to_end
+
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers accepted before the answer is called malformed."""
 MAX_IDLE_PER_HOST = 100
-MAX_DRAIN = 64 * 1024
-DRAIN_SECONDS = 2.0
-"""How much of an answer left unread is read to keep its connection (more: it is closed)."""
-DRAIN_WAIT = 0.05
-"""Seconds a request waits for a connection being drained before it opens another."""
 READ_SIZE = 64 * 1024
 HAPPY_EYEBALLS_DELAY = 0.25
 """Seconds before the next address of a host is tried in parallel (RFC 8305's default)."""
@@ -117,7 +114,7 @@ class Http11Pool:
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
-        self._draining: dict[tuple[str, int], set[asyncio.Task[None]]] = {}
+        self._drains = Drains()
 
     async def send(
         self,
@@ -164,35 +161,20 @@ class Http11Pool:
     async def _drained_or_new(self, target: Target, seconds: float) -> _Connection:
         """A connection whose last answer is being drained (usually a moment from done: the
         body's end follows its last event), else a new one."""
-        draining = self._draining.get((target.host, target.port))
-        if draining:
-            await asyncio.wait(draining, timeout=DRAIN_WAIT)
-            if connection := self._checkout(target):
-                return connection
-        return await _connect(target, seconds)
+        await self._drains.settle((target.host, target.port))
+        return self._checkout(target) or await _connect(target, seconds)
 
     def drain(self, target: Target, connection: _Connection, rest: AsyncIterator[bytes]) -> None:
         """Read the unread end of an answer in the background, then reuse the connection
         (closed instead if the end is long or slow to come)."""
-        task = asyncio.get_running_loop().create_task(self._drained(target, connection, rest))
-        draining = self._draining.setdefault((target.host, target.port), set())
-        draining.add(task)
-        task.add_done_callback(draining.discard)
+        self._drains.start((target.host, target.port), self._drained(target, connection, rest))
 
     async def _drained(
         self, target: Target, connection: _Connection, rest: AsyncIterator[bytes]
     ) -> None:
-        left, complete = MAX_DRAIN, False
+        complete = False
         try:
-            async with asyncio.timeout(DRAIN_SECONDS):
-                async for raw in rest:
-                    left -= len(raw)
-                    if left < 0:
-                        break
-                else:
-                    complete = True
-        except Exception:
-            pass  # a slow or broken end: the connection is not worth keeping
+            complete = await read_to_end(rest)
         finally:  # also when cancelled, as the loop's pool closes
             if complete:
                 self.checkin(target, connection)
@@ -208,10 +190,7 @@ class Http11Pool:
             connection.close()
 
     async def aclose(self) -> None:
-        for task in [task for tasks in self._draining.values() for task in tasks]:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._drains.aclose()
         connections = [connection for idle in self._idle.values() for connection in idle]
         self._idle.clear()
         for connection in connections:
