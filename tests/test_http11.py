@@ -197,6 +197,24 @@ def test_a_server_that_closes_without_answering_a_reused_connection_gets_one_res
     assert asyncio.run(serving(flaky, run)) == [{"n": 1}, {"n": 2}, 2, 3]
 
 
+def test_an_http_1_0_answer_closes_its_connection_unless_it_says_keep_alive() -> None:
+    old_style = b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    kept = b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n{}"
+
+    async def old_server(reader, writer, seen: Seen) -> None:
+        while await read_request(reader, seen):
+            writer.write(kept if len(seen.requests) > 1 else old_style)
+            await writer.drain()
+
+    async def run(url: str, seen: Seen) -> list[Any]:
+        for _ in range(4):
+            await fetch(url)
+        return [seen.connections, len(seen.requests)]
+
+    # the first answer closes its connection; the second says keep-alive, so 3 and 4 reuse it
+    assert asyncio.run(serving(old_server, run)) == [2, 4]
+
+
 def test_a_stream_read_up_to_its_last_event_keeps_its_connection() -> None:
     """The wire clients stop at ``[DONE]`` (or ``message_stop``), before the body's own end:
     the rest is read in the background and the next request reuses the connection."""

@@ -132,7 +132,7 @@ class Http11Pool:
                 connection.expect(seconds)
                 connection.writer.write(request)
                 await connection.writer.drain()
-                status, answer_headers = await _read_head(connection.reader)
+                status, answer_headers, persistent = await _read_head(connection.reader)
                 framing = _framing(method, status, answer_headers)
             except (ConnectionError, asyncio.IncompleteReadError) as exc:
                 connection.close()
@@ -146,7 +146,10 @@ class Http11Pool:
             except BaseException:
                 connection.close()
                 raise
-            return Answer(self, target, connection, framing, status, answer_headers, seconds)
+            keep_alive = persistent and framing != "close"
+            return Answer(
+                self, target, connection, framing, status, answer_headers, seconds, keep_alive
+            )
 
     def _checkout(self, target: Target) -> _Connection | None:
         idle = self._idle.get((target.host, target.port))
@@ -212,6 +215,7 @@ class Answer:
         status: int,
         headers: dict[str, str],
         seconds: float,
+        keep_alive: bool,
     ) -> None:
         self.status_code = status
         self.headers = headers
@@ -220,9 +224,7 @@ class Answer:
         self._connection: _Connection | None = connection
         self._seconds = seconds
         self._framing = framing
-        self._keep_alive = self._framing != "close" and "close" not in _tokens(
-            headers.get("connection", "")
-        )
+        self._keep_alive = keep_alive
         self._raw: AsyncIterator[bytes] | None = None
         self._between_reads = True
         """False while a read is under way: a body left there cannot be resumed."""
@@ -308,15 +310,16 @@ def _breaks_line(value: str) -> bool:
     return "\r" in value or "\n" in value or "\0" in value
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
-    """Status and headers (names lowercased, repeats joined with commas); 1xx answers skipped."""
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bool]:
+    """Status, headers (names lowercased, repeats joined with commas) and whether the server
+    keeps the connection open after this answer; 1xx answers skipped."""
     while True:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             raise RemoteProtocolError(f"answer head over {MAX_HEAD} bytes") from None
         status_line, *header_lines = head.decode("latin-1").split("\r\n")[:-2]
-        status = _status(status_line)
+        version, status = _status(status_line)
         if 100 <= status < 200:
             continue
         headers: dict[str, str] = {}
@@ -326,15 +329,19 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
                 raise RemoteProtocolError(f"malformed header line: {line[:80]!r}")
             name, value = name.lower(), value.strip()
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        return status, headers
+        connection = _tokens(headers.get("connection", ""))
+        persistent = (
+            "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
+        )
+        return status, headers, persistent
 
 
-def _status(line: str) -> int:
+def _status(line: str) -> tuple[str, int]:
     version, _, rest = line.partition(" ")
     code = rest[:3]
     if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
         raise RemoteProtocolError(f"not an HTTP/1.1 answer: {line[:80]!r}")
-    return int(code)
+    return version, int(code)
 
 
 def _framing(method: str, status: int, headers: Mapping[str, str]) -> str | int:
