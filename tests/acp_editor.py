@@ -16,14 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import acp
+import yaml
 from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
     ClientCapabilities,
     CreateTerminalResponse,
     DeniedOutcome,
+    EnvVariable,
     FileSystemCapabilities,
     KillTerminalResponse,
+    McpServerStdio,
     ReadTextFileResponse,
     ReleaseTerminalResponse,
     RequestPermissionResponse,
@@ -221,3 +224,35 @@ async def connected(
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=caps)
             yield conn
         await asyncio.wait_for(process.wait(), 10)
+
+
+def editor_folders(tmp_path: Path) -> tuple[Path, Path]:
+    """A private talaria home (no context engine) and a project folder for the editor."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.yaml").write_text(yaml.safe_dump({"context": {"engine": "none"}}))
+    return home, work
+
+
+def time_server(marker: str) -> McpServerStdio:
+    """mcp-server-time with an environment variable that finds its process again."""
+    command = str(Path(sys.executable).with_name("mcp-server-time"))
+    env = [EnvVariable(name="TALARIA_TEST_MARK", value=marker)]
+    return McpServerStdio(name="clock", command=command, args=["--local-timezone=UTC"], env=env)
+
+
+def processes_marked(marker: str) -> list[int]:
+    """Live processes whose environment holds TALARIA_TEST_MARK=marker."""
+    wanted = f"TALARIA_TEST_MARK={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import sys
 import uuid
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
     AgentThoughtChunk,
-    EnvVariable,
     FileEditToolCallContent,
     HttpHeader,
     HttpMcpServer,
@@ -29,7 +27,16 @@ from acp.schema import (
     TerminalToolCallContent,
 )
 
-from acp_editor import Editor, capabilities, connected, model_options, talaria_cli
+from acp_editor import (
+    Editor,
+    capabilities,
+    connected,
+    editor_folders,
+    model_options,
+    processes_marked,
+    talaria_cli,
+    time_server,
+)
 from mcp_support import everything_http, everything_sse, npm_binary, sent_tool_names
 from talaria.testing import Fail, Reply, ScriptedProvider, Stall, call, text
 from talaria.tools.sandbox_probe import sandbox_support
@@ -39,17 +46,12 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    (folder / "config.yaml").write_text(yaml.safe_dump({"context": {"engine": "none"}}))
-    return folder
+    return editor_folders(tmp_path)[0]
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    folder = tmp_path / "work"
-    folder.mkdir()
-    return folder
+def work(home: Path) -> Path:
+    return home.parent / "work"
 
 
 def last_user_message(server: ScriptedProvider) -> dict:
@@ -386,29 +388,6 @@ async def test_the_sandbox_is_a_session_option_from_the_next_turn(provider, home
 
 
 # ---- the editor's MCP servers ------------------------------------------------------------
-
-
-def time_server(marker: str) -> McpServerStdio:
-    """mcp-server-time with an environment variable that finds its process again."""
-    command = str(Path(sys.executable).with_name("mcp-server-time"))
-    env = [EnvVariable(name="TALARIA_TEST_MARK", value=marker)]
-    return McpServerStdio(name="clock", command=command, args=["--local-timezone=UTC"], env=env)
-
-
-def processes_marked(marker: str) -> list[int]:
-    """Live processes whose environment holds TALARIA_TEST_MARK=marker."""
-    wanted = f"TALARIA_TEST_MARK={marker}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if wanted in environ.split(b"\0"):
-            found.append(int(entry.name))
-    return found
 
 
 async def test_stdio_http_and_sse_servers_from_the_editor_serve_the_session(provider, home, work):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -59,6 +60,7 @@ def _settings(args: argparse.Namespace) -> Any:
     from talaria.acp.session import SessionSettings
     from talaria.cli.options import agent_kwargs
     from talaria.config import Config
+    from talaria.store.factory import open_store
     from talaria.tools.catalog import Capabilities, default_toolsets
 
     kwargs = agent_kwargs(args)
@@ -76,6 +78,9 @@ def _settings(args: argparse.Namespace) -> Any:
         toolsets=toolsets,
         images=bool(config.get("model.vision", True)),
         mcp_servers=dict(config.get("mcp_servers") or {}),
+        open_store=functools.partial(
+            open_store, config.get("store.url"), config.home, config.get("store", {})
+        ),
     )
 
 
@@ -88,8 +93,8 @@ async def _serve(settings: Any, wire: BinaryIO) -> None:
     reader, writer = await open_wire(sys.stdin.buffer, wire)
     threading.Thread(target=_warm_imports, name="talaria-acp-warm", daemon=True).start()
     server = TalariaAcpAgent(settings)
-    try:
-        await acp.run_agent(cast(acp.Agent, server), writer, reader)
+    try:  # session/close and session/resume are "unstable" in the SDK: serve them anyway
+        await acp.run_agent(cast(acp.Agent, server), writer, reader, use_unstable_protocol=True)
     finally:
         await server.close()
 

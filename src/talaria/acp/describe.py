@@ -43,11 +43,12 @@ class CallView:
 def describe_call(name: str, arguments: dict[str, Any], cwd: Path) -> CallView:
     """The editor's view of a call (titles never hold more than one short line)."""
     titler = _TITLES.get(name, _generic_title)
-    title = _short(titler(name, arguments))
+    title = one_line(titler(name, arguments))
     return CallView(title, KINDS.get(name, "other"), _places(name, arguments, cwd))
 
 
-def _short(text: str) -> str:
+def one_line(text: str) -> str:
+    """The text on one line of at most TITLE_CHARS (editors show titles in one row)."""
     line = " ".join(text.split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 

@@ -7,6 +7,7 @@ loads here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -14,19 +15,27 @@ from typing import Any
 from acp import PROTOCOL_VERSION
 from acp.schema import (
     AgentCapabilities,
+    CloseSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
 )
 
 from talaria import __version__
 from talaria.acp.errors import invalid
+from talaria.acp.listing import session_page
 from talaria.acp.mcp_servers import editor_servers
 from talaria.acp.modes import MODE_IDS, SANDBOX_OPTION
 from talaria.acp.session import AcpSession, SessionSettings
@@ -43,6 +52,8 @@ class TalariaAcpAgent:
         self._conn: Any = None
         self._client_caps: Any = None
         self._sessions: dict[str, AcpSession] = {}
+        self._closed: set[str] = set()
+        """Sessions closed on this connection: a prompt to one is told so."""
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -63,6 +74,11 @@ class TalariaAcpAgent:
                     image=self._settings.images, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=True),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(),
+                    resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities(),
+                ),
             ),
             agent_info=Implementation(name="talaria", title="talaria", version=__version__),
         )
@@ -83,17 +99,37 @@ class TalariaAcpAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> LoadSessionResponse:
-        old = self._sessions.pop(session_id, None)
-        if old is not None:
-            await old.close()
-        session = self._open(session_id, cwd, mcp_servers)
-        if session.agent.store.get_session(session_id) is None:
-            await self._drop(session)
-            raise invalid(f"no session {session_id!r} in {session.agent.home}")
+        session = await self._reopen(session_id, cwd, mcp_servers)
         await session.replay()
         return LoadSessionResponse(
             modes=session.modes.state(), config_options=session.config_options()
         )
+
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
+    ) -> ResumeSessionResponse:
+        """Like load, without replaying the conversation (the editor still shows it)."""
+        session = await self._reopen(session_id, cwd, mcp_servers)
+        return ResumeSessionResponse(
+            modes=session.modes.state(), config_options=session.config_options()
+        )
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **_: Any
+    ) -> ListSessionsResponse:
+        live = list(reversed(self._sessions.values()))
+        store = self._settings.open_store()
+        return await asyncio.to_thread(session_page, store, cwd, cursor, live)
+
+    async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
+        session = self._session(session_id)
+        self._sessions.pop(session_id, None)
+        self._closed.add(session_id)
+        try:
+            await session.end()
+        except Exception:
+            log.warning("session %s did not close cleanly", session_id, exc_info=True)
+        return CloseSessionResponse()
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_: Any
@@ -138,11 +174,27 @@ class TalariaAcpAgent:
         self._sessions[session.id] = session
         return session
 
+    async def _reopen(self, session_id: str, cwd: str, mcp_servers: list[Any] | None) -> AcpSession:
+        """A stored session, opened afresh for this editor (one already open here ends first)."""
+        old = self._sessions.pop(session_id, None)
+        if old is not None:
+            await old.end()
+        session = self._open(session_id, cwd, mcp_servers)
+        if session.agent.store.get_session(session_id) is None:
+            await self._drop(session)
+            raise invalid(f"no session {session_id!r} in {session.agent.home}")
+        self._closed.discard(session_id)
+        return session
+
     def _session(self, session_id: str) -> AcpSession:
         session = self._sessions.get(session_id)
-        if session is None:
-            raise invalid(f"unknown session {session_id!r}; call session/new or session/load")
-        return session
+        if session is not None:
+            return session
+        if session_id in self._closed:
+            raise invalid(
+                f"session {session_id!r} was closed; session/load or session/resume reopens it"
+            )
+        raise invalid(f"unknown session {session_id!r}; call session/new or session/load")
 
     async def _drop(self, session: AcpSession) -> None:
         self._sessions.pop(session.id, None)

@@ -12,6 +12,8 @@ import asyncio
 import functools
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,8 @@ class SessionSettings:
     images: bool
     mcp_servers: dict[str, Any] = field(default_factory=dict)
     """The configured `mcp_servers`, which the editor's servers join (by name, theirs win)."""
+    open_store: Callable[[], Any] = lambda: None
+    """The home's session store (what `session/list` reads)."""
 
 
 class UpdateStream:
@@ -109,6 +113,9 @@ class AcpSession:
         self._loop_thread = threading.get_ident()
         self._asks: dict[str, asyncio.Task[None]] = {}
         self._cancelled = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.opened_at = time.time()
         self._images = settings.images
         self.updates = UpdateStream(conn, acp_id)
         notes = CallNotes()
@@ -174,18 +181,28 @@ class AcpSession:
         """Run one turn; the stop reason the editor gets."""
         message = user_message(blocks, images=self._images)
         self._cancelled = False
-        await self._apply_sandbox()
+        self._idle.clear()
         try:
+            await self._apply_sandbox()
             result = await self.agent.arun_conversation(message)
         except RuntimeError as exc:
             raise invalid(str(exc)) from None
         finally:
             await self.updates.drain()
+            self._idle.set()
         return stop_reason(result, cancelled=self._cancelled)
 
     def cancel(self) -> None:
         self._cancelled = True
         self.agent.interrupt("cancelled by the editor")
+
+    async def end(self) -> None:
+        """`session/close`: stop a running turn (its prompt answers `cancelled`), wait for
+        it to finish, then release the agent and everything it holds."""
+        if not self._idle.is_set():
+            self.cancel()
+            await self._idle.wait()
+        await self.close()
 
     async def replay(self) -> None:
         """Send the stored conversation as the updates the editor would have seen live."""

@@ -286,8 +286,14 @@ class SessionStore(Protocol):
         ...
 
     def list_sessions(
-        self, limit: int = 20, offset: int = 0, source: str | None = None
-    ) -> list[SessionInfo]: ...
+        self,
+        limit: int = 20,
+        offset: int = 0,
+        source: str | None = None,
+        cwd: str | None = None,
+    ) -> list[SessionInfo]:
+        """Newest activity first; `source` and `cwd` (the exact directory) narrow the list."""
+        ...
 
     def search(
         self, query: str, limit: int = 10, exclude_session: str | None = None

@@ -305,12 +305,16 @@ class StoreConformance:
 
     def test_list_and_recent_order_by_activity(self, store: SessionStore) -> None:
         for sid, source in (("a-session", "cli"), ("b-session", "api"), ("c-session", "cli")):
-            store.create_session(sid, source=source)
+            folder = "/p/two" if sid == "b-session" else "/p/one"
+            store.create_session(sid, source=source, cwd=folder)
             time.sleep(0.002)
         store.append_messages("a-session", [(0, {"role": "user", "content": "hello there"})])
         assert [s.id for s in store.list_sessions()] == ["a-session", "c-session", "b-session"]
         assert [s.id for s in store.list_sessions(limit=1, offset=1)] == ["c-session"]
         assert [s.id for s in store.list_sessions(source="cli")] == ["a-session", "c-session"]
+        assert [s.id for s in store.list_sessions(cwd="/p/one")] == ["a-session", "c-session"]
+        assert [s.id for s in store.list_sessions(source="api", cwd="/p/two")] == ["b-session"]
+        assert store.list_sessions(source="cli", cwd="/p/two") == []
         recent = store.recent(5)
         assert [s.id for s in recent] == ["a-session"]  # sessions with no messages are skipped
         assert recent[0].preview == "hello there"

@@ -239,10 +239,16 @@ class SqlSessionStore(ABC):
         return [session_info(row) for row in rows]
 
     def list_sessions(
-        self, limit: int = 20, offset: int = 0, source: str | None = None
+        self,
+        limit: int = 20,
+        offset: int = 0,
+        source: str | None = None,
+        cwd: str | None = None,
     ) -> list[SessionInfo]:
-        where = "WHERE s.source = ?" if source is not None else ""
-        params: tuple[Any, ...] = (source,) if source is not None else ()
+        filters = {"s.source = ?": source, "s.cwd = ?": cwd}
+        chosen = {clause: value for clause, value in filters.items() if value is not None}
+        where = f"WHERE {' AND '.join(chosen)}" if chosen else ""
+        params: tuple[Any, ...] = tuple(chosen.values())
         return self._select_sessions(
             f"{where} ORDER BY s.updated_at DESC, s.{self.dialect.order} DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
