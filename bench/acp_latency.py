@@ -1,5 +1,7 @@
 """What an editor waits for with `talaria acp`: process start to `initialize`, `session/new`,
-the first prompt (SDKs load) and later prompts, against the scripted provider (zero delay).
+the first prompt (SDKs load) and later prompts, against the scripted provider (zero delay),
+then the session picker: `session/list` over a home holding 1,000 earlier sessions, and
+`session/close`.
 
     python bench/acp_latency.py --reps 5
 """
@@ -18,9 +20,11 @@ from typing import Any
 
 import acp
 
+from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider, call, text
 
 HERE = Path(__file__).resolve().parent
+EARLIER = 1000
 
 
 class _Quiet:
@@ -50,7 +54,22 @@ async def _once(server: ScriptedProvider, home: Path) -> dict[str, float]:
         mark = time.perf_counter()
         await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("read")])
         figures["prompt with 3 tool steps"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        await conn.list_sessions()
+        figures[f"session/list (first page, {EARLIER + 1} sessions)"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        await conn.list_sessions(cwd=str(home))
+        figures["session/list with a cwd filter"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        await conn.close_session(session_id=session.session_id)
+        figures["session/close"] = time.perf_counter() - mark
     return figures
+
+
+def _earlier_sessions(home: Path) -> None:
+    with SQLiteSessionStore(home / "state.db") as store:
+        for n in range(EARLIER):
+            store.create_session(f"20260101_{n:06d}_bench", cwd=str(home), title=f"task {n}")
 
 
 async def main(reps: int) -> None:
@@ -59,6 +78,7 @@ async def main(reps: int) -> None:
         for _ in range(reps):
             with tempfile.TemporaryDirectory() as home:
                 (Path(home) / "config.yaml").write_text("context:\n  engine: none\n")
+                _earlier_sessions(Path(home))
                 runs.append(await _once(server, Path(home)))
     print(f"load average {os.getloadavg()[0]:.1f}, {reps} runs (median)")
     for label in runs[0]:

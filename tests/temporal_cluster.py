@@ -129,14 +129,16 @@ def _wait_until_serving(port: int, server: subprocess.Popen[bytes]) -> None:
             time.sleep(0.2)
 
 
-def worker_home(path: Path, heartbeat: float = 4.0, store_url: str | None = None) -> Path:
+def worker_home(
+    path: Path, heartbeat: float = 4.0, store_url: str | None = None, context_length: int = 128000
+) -> Path:
     """A worker's home: short heartbeats (a killed worker is noticed fast), the effects
     plugin (tools whose side effects the tests count), and the session store to share."""
     (path / "plugins").mkdir(parents=True, exist_ok=True)
     (path / "plugins" / "effects.py").write_text(textwrap.dedent(EFFECTS_PLUGIN))
     store = f"store:\n  url: {store_url}\n" if store_url else ""
     (path / "config.yaml").write_text(
-        f"durable:\n  heartbeat_timeout: {heartbeat}\nmodel:\n  context_length: 128000\n"
+        f"durable:\n  heartbeat_timeout: {heartbeat}\nmodel:\n  context_length: {context_length}\n"
         f"memory:\n  enabled: false\n{store}"
     )
     return path

@@ -300,6 +300,7 @@ async def test_a_durable_turn_is_one_trace_from_the_cli_to_the_worker(
     usage = {"input_tokens": 100, "output_tokens": 20}
     script = [call("append_line", {"text": "one"}, usage=usage), text("done", usage=usage)]
     wanted = {"StartWorkflow:TalariaTurn", "chat scripted-model", "execute_tool append_line"}
+    wanted.add("invoke_agent talaria")
     try:
         with ScriptedProvider(script) as server:
             workers.append(WorkerProcess(temporal_target, queue, server, home, env=env))
@@ -335,9 +336,13 @@ async def test_a_durable_turn_is_one_trace_from_the_cli_to_the_worker(
             activity = by_id[span.parent_span_id].name
             assert activity in ("RunActivity:model_call", "RunActivity:tool_call"), activity
         attributes = {a.key: a.value for a in span.attributes}
-        if "gen_ai.usage.input_tokens" in attributes:
+        if span.name.startswith("chat ") and "gen_ai.usage.input_tokens" in attributes:
             answered.append(attributes["gen_ai.usage.input_tokens"].int_value)
     assert answered == [100, 100]
+    (agent,) = [span for span in turn if span.name == "invoke_agent talaria"]
+    assert by_id[agent.parent_span_id].name == "RunActivity:finish_turn"
+    totals = {a.key: a.value.int_value for a in agent.attributes if a.key.startswith("gen_ai.u")}
+    assert totals["gen_ai.usage.input_tokens"] == 200  # the whole turn's
 
 
 async def test_a_rejected_key_is_refreshed_on_the_worker(

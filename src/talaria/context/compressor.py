@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from talaria.config import Config
     from talaria.loop.runtime import Runtime
     from talaria.loop.session import Message, SessionHandle
-    from talaria.providers.base import Usage
+    from talaria.providers.base import ModelResponse, Usage
     from talaria.telemetry.base import Scope
 
 log = logging.getLogger("talaria.compression")
@@ -278,20 +278,25 @@ class Compressor(ContextEngine):
 
     async def _summarise(self, rt: Runtime, window: list[Message], focus: str | None) -> str:
         """The summariser's answer, or "" when it failed (the caller falls back)."""
-        from talaria.providers.auxiliary import side_call
-
         previous = summary_text(window[0]) if is_summary(window[0]) else ""
         messages = window[1:] if previous else window
         max_chars = max(min(await self.window(rt) * 2, 200_000), 1_000)
         request = summary_request(messages, previous=previous, focus=focus, max_chars=max_chars)
         try:
-            response = await side_call(rt, "compression", request)
+            response = await self._summary_call(rt, request)
         except ProviderError as error:
             log.warning("the compression summary failed: %s", error)
             return ""
         summary = clean_summary(response.text)
         # at most about half the window, so that the summary always leaves room to work
         return summary if len(summary) <= max_chars else summary[:max_chars].rstrip() + " […]"
+
+    async def _summary_call(self, rt: Runtime, request: list[Message]) -> ModelResponse:
+        """The summary request on the `compression` auxiliary model (a durable turn asks a
+        worker instead)."""
+        from talaria.providers.auxiliary import side_call
+
+        return await side_call(rt, "compression", request)
 
     async def _continue_in_child(
         self, rt: Runtime, session: SessionHandle, history: list[Message]

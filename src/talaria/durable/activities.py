@@ -20,17 +20,20 @@ import copy
 import dataclasses
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import activity
 
+from talaria.durable.compression import COMPRESSION_SETTINGS
 from talaria.durable.credentials import refresh_key
+from talaria.durable.heartbeat import DeltaForwarder, heartbeating
 from talaria.durable.protocol import (
     AGENT_OVERRIDES,
+    ContinueInput,
     FinishInput,
     ModelCallInput,
+    SummaryInput,
     ToolCallInput,
     ToolCallOutput,
     TurnInput,
@@ -42,7 +45,8 @@ from talaria.durable.protocol import (
     request_id,
     response_to_dict,
 )
-from talaria.events import ClarifyRequested, Event, ReasoningDelta, TextDelta, ToolCallGenerated
+from talaria.durable.turn_span import record_turn_span
+from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
 from talaria.providers.base import ToolCall, Usage
 from talaria.providers.errors import ProviderError
@@ -62,6 +66,7 @@ LOOP_SETTINGS = (
     "retry.base_delay", "retry.max_delay", "approvals.timeout", "agent.tool_timeout",
     "durable.heartbeat_timeout", "durable.model_call_timeout", "agent.max_cost_usd",
     "agent.max_tokens_per_turn", "agent.max_session_cost_usd", "agent.max_session_tokens",
+    *COMPRESSION_SETTINGS,
 )  # fmt: skip
 """The settings the workflow's copy of the loop reads; it gets these and nothing else."""
 
@@ -164,7 +169,7 @@ class TurnActivities:
                 _describe(tool, schema)
                 for tool, schema in zip(runtime.tools.values(), runtime.tool_schemas, strict=True)
             ],
-            config=_loop_settings(agent),
+            config=await _loop_settings(agent, runtime),
             max_iterations=agent.max_iterations,
             stream=bool(agent.stream),
             task_id=turn.task_id or runtime.new_id(),
@@ -181,11 +186,11 @@ class TurnActivities:
         self._save(call.session_id, call.unsaved, call.writer)
         entry = runtime.caller.chain.entries[call.entry]
         request = request_from_dict(call.request)
-        deltas = _DeltaForwarder(activity.info().workflow_id or "", call.deltas)
+        deltas = DeltaForwarder(activity.info().workflow_id or "", call.deltas)
         hook_args = {"session_id": call.session_id, "task_id": call.task_id}
         runtime.hooks.emit("pre_llm_call", request=request, **hook_args)
         with runtime.telemetry.model_call(request, entry) as observed:
-            async with _heartbeating(deltas.flush):
+            async with heartbeating(deltas.flush):
                 try:
                     client, response = await _complete(runtime, entry, request, deltas)
                 except ProviderError as error:
@@ -251,7 +256,7 @@ class TurnActivities:
             sandbox=runtime.sandbox,
             idempotency_key=key,
         )
-        async with _heartbeating():
+        async with heartbeating():
             try:
                 outcome = await executor.run_call(ToolCall(**call.call), ctx, ctx.emit)
             except asyncio.CancelledError:
@@ -282,6 +287,46 @@ class TurnActivities:
             items = list(enumerate(unsaved.messages, start=unsaved.first_seq))
             self.agents.store.append_messages(session_id, items, writer=writer or None)
 
+    @activity.defn(name="summarise")
+    async def summarise(self, summary: SummaryInput) -> dict[str, Any]:
+        """Compression's summary on the worker's `compression` model (then its fallbacks,
+        then the main model); a failure comes back as data, so the turn falls back to
+        trimming as a normal turn does."""
+        from talaria.providers.auxiliary import side_answer
+
+        _, runtime = self.agents.get(summary.agent)
+        async with heartbeating():
+            try:
+                client, response = await side_answer(runtime, "compression", summary.messages)
+            except ProviderError as error:
+                return {"error": error_to_dict(error)}
+        return {
+            "response": response_to_dict(response),
+            "model": client.model,
+            "provider": client.provider,
+        }
+
+    @activity.defn(name="continue_session")
+    async def continue_session(self, hand_over: ContinueInput) -> None:
+        """Save the parent's last messages, then continue in the child in one transaction;
+        a retry after the transaction committed finds the child and does nothing."""
+        store = self.agents.store
+        if store.get_session(hand_over.child_id) is not None:
+            return
+        self._save(hand_over.parent_id, hand_over.unsaved, hand_over.writer)
+        todos = store.get_state(hand_over.parent_id, "todos")
+        store.continue_in_child(
+            hand_over.parent_id,
+            hand_over.child_id,
+            hand_over.messages,
+            model=hand_over.model or None,
+            provider=hand_over.provider or None,
+            api_mode=hand_over.api_mode or None,
+            system_prompt=hand_over.system_prompt,
+            state={"todos": todos} if todos else {},
+            writer=hand_over.writer or None,
+        )
+
     @activity.defn(name="finish_turn")
     async def finish_turn(self, finish: FinishInput) -> None:
         """Save the last messages, add the turn's usage to the session's totals, and give
@@ -303,18 +348,23 @@ class TurnActivities:
         )
         if finish.writer:
             store.release_writer(finish.session_id, finish.writer)
+        agent, runtime = self.agents.get({})
+        name = str(agent.config.get("telemetry.agent_name", "talaria"))
+        record_turn_span(runtime.telemetry, name, finish.span, finish)
 
     def all(self) -> list[Callable[..., Awaitable[Any]]]:
         return [
             self.open_turn,
             self.model_call,
             self.tool_call,
+            self.summarise,
+            self.continue_session,
             self.finish_turn,
         ]
 
 
 async def _complete(
-    runtime: Runtime, entry: Any, request: Any, deltas: _DeltaForwarder
+    runtime: Runtime, entry: Any, request: Any, deltas: DeltaForwarder
 ) -> tuple[Any, Any]:
     """One attempt on the real client, under the stream watchdog: (client, response)."""
     settings = runtime.caller.settings
@@ -336,15 +386,19 @@ def _describe(tool: Any, schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _loop_settings(agent: Agent) -> dict[str, Any]:
+async def _loop_settings(agent: Agent, runtime: Runtime) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     for dotted in LOOP_SETTINGS:
         value = agent.config.get(dotted)
         if value is not None:
             section, _, name = dotted.partition(".")
             settings.setdefault(section, {})[name] = value
+    model = settings.setdefault("model", {})
     # The workflow cannot read the worker's files: images tools saved stay paths here.
-    settings.setdefault("model", {})["vision"] = False
+    model["vision"] = False
+    if runtime.context_engine is not None and not model.get("context_length"):
+        # nor ask the endpoint: the worker's window (config, endpoint, table) is the one
+        model["context_length"] = await runtime.context_engine.window(runtime)
     return settings
 
 
@@ -399,69 +453,3 @@ class _AnswerBridge:
             )
         except RequestLapsed:
             return None
-
-
-class _DeltaForwarder:
-    """A StreamHandler that sends the stream's deltas to the workflow in small batches (each
-    batch is a signal: one history event and one workflow task)."""
-
-    def __init__(self, workflow_id: str, enabled: bool) -> None:
-        self.workflow_id = workflow_id
-        self.enabled = enabled
-        self.buffer: list[dict[str, Any]] = []
-
-    def _add(self, event: Event) -> None:
-        if self.enabled:
-            self.buffer.append(event_to_dict(event))
-
-    def note(self, event: Event) -> None:
-        """An event the turn's followers see even when deltas are off (a notice)."""
-        self.buffer.append(event_to_dict(event))
-
-    def text(self, delta: str) -> None:
-        if delta:
-            self._add(TextDelta(delta))
-
-    def reasoning(self, delta: str) -> None:
-        if delta:
-            self._add(ReasoningDelta(delta))
-
-    def tool_call(self, index: int, call_id: str, name: str) -> None:
-        self._add(ToolCallGenerated(index, call_id, name))
-
-    def tool_arguments(self, index: int, delta: str) -> None:
-        pass
-
-    async def flush(self) -> None:
-        if not self.buffer:
-            return
-        batch, self.buffer = self.buffer, []
-        try:
-            await activity.client().get_workflow_handle(self.workflow_id).signal("stream", batch)
-        except Exception:  # the deltas are a courtesy; the answer itself is the result
-            log.debug("could not forward %d deltas", len(batch), exc_info=True)
-
-
-@asynccontextmanager
-async def _heartbeating(
-    flush: Callable[[], Awaitable[None]] | None = None,
-) -> AsyncIterator[None]:
-    """Heartbeat (and forward deltas) while the body runs, so Temporal can tell a slow call
-    from a dead worker."""
-    timeout = activity.info().heartbeat_timeout
-    interval = min(0.25, timeout.total_seconds() / 4) if timeout else 0.25
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat()
-            if flush is not None:
-                await flush()
-            await asyncio.sleep(interval)
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
-        if flush is not None:
-            await flush()

@@ -106,6 +106,31 @@ class ToolCallOutput:
 
 
 @dataclass
+class SummaryInput:
+    """The compression's summary request, run on a worker's `compression` model."""
+
+    session_id: str
+    messages: list[dict[str, Any]]
+    agent: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ContinueInput:
+    """Compression's hand-over: the parent's last messages are saved, then the compressed
+    history continues in `child_id` (one store transaction, done at most once)."""
+
+    parent_id: str
+    child_id: str
+    messages: list[dict[str, Any]]
+    system_prompt: str | None
+    model: str = ""
+    provider: str = ""
+    api_mode: str = ""
+    unsaved: Unsaved | None = None
+    writer: str = ""
+
+
+@dataclass
 class FinishInput:
     session_id: str
     usage: dict[str, Any]
@@ -116,6 +141,8 @@ class FinishInput:
     writer: str = ""
     records: list[dict[str, Any]] = field(default_factory=list)
     """Per model: model, provider, calls, usage (what `talaria usage` reports)."""
+    span: dict[str, Any] = field(default_factory=dict)
+    """The turn as its `invoke_agent` span records it (see `durable/turn_span.py`)."""
 
 
 def request_id(kind: str, call_id: str) -> str:

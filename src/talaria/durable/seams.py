@@ -118,7 +118,6 @@ class QueuedSession(SessionHandle):
 class TurnScope:
     """What every activity of one turn needs to know about it."""
 
-    session_id: str
     task_id: str
     writer: str
     agent: dict[str, Any]
@@ -127,6 +126,11 @@ class TurnScope:
     timeouts: ActivityTimeouts
     session: QueuedSession
     log: EventLog
+
+    @property
+    def session_id(self) -> str:
+        """The session the turn writes to now (a compression continues it in a child)."""
+        return self.session.id
 
 
 class ActivityModelClient:

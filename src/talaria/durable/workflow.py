@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     import talaria.providers.pricing  # noqa: F401  (the loop imports it lazily)
     from talaria.config import Config
+    from talaria.durable.compression import durable_engine
     from talaria.durable.protocol import WORKFLOW_NAME, FinishInput, TurnInput, TurnSetup
     from talaria.durable.seams import (
         INFRA_RETRY,
@@ -39,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         WorkflowInterrupt,
         tool_stubs,
     )
+    from talaria.durable.turn_span import turn_record
     from talaria.loop.runtime import Runtime
     from talaria.loop.spending import ACTIVE_METER, Budgets, SpendMeter
     from talaria.loop.turn import busy_result, result_dict, run_turn
@@ -65,6 +67,7 @@ class TurnWorkflow:
 
     @workflow.run
     async def run(self, turn: TurnInput) -> dict[str, Any]:
+        started = workflow.now()
         setup: TurnSetup = await workflow.execute_local_activity(  # local: no queue round trip
             "open_turn",
             turn,
@@ -87,7 +90,6 @@ class TurnWorkflow:
         if setup.busy:
             return busy_result(StoreError(setup.busy), session, setup.task_id)
         scope = TurnScope(
-            setup.session_id,
             setup.task_id,
             setup.writer,
             turn.agent,
@@ -98,6 +100,8 @@ class TurnWorkflow:
             self.log,
         )
         runtime = self._runtime(setup, config, scope)
+        runtime.context_engine = durable_engine(config, runtime, scope)
+        opened_as, active = session.id, runtime.caller.chain.active  # what the span names
         metering = ACTIVE_METER.set(session_meter)
         try:
             state = await run_turn(runtime, session, turn.user_message, setup.task_id)
@@ -114,6 +118,11 @@ class TurnWorkflow:
                 {"model": model, "provider": provider, "calls": calls, "usage": usage.to_dict()}
                 for (model, provider), (usage, calls) in state.models.entries.items()
             ],
+            span=turn_record(
+                session_id=opened_as, task_id=setup.task_id, model=active.model,
+                provider=active.provider, user_message=turn.user_message,
+                started=started, state=state,
+            ),
         )  # fmt: skip
         await workflow.execute_local_activity(
             "finish_turn",

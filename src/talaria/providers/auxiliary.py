@@ -30,8 +30,18 @@ async def side_call(
     rt: Runtime, task: str, messages: list[Message], *, max_tokens: int = 2048
 ) -> ModelResponse:
     """Ask the task's model (then its fallbacks, then the main model) and return the first
-    answer. Raises the last `ProviderError` when every candidate failed, and `Interrupted`
-    when the turn is interrupted meanwhile."""
+    answer, counted in the turn. Raises the last `ProviderError` when every candidate
+    failed, and `Interrupted` when the turn is interrupted meanwhile."""
+    client, response = await side_answer(rt, task, messages, max_tokens=max_tokens)
+    rt.add_side_usage(response.usage, client.model, client.provider)
+    return response
+
+
+async def side_answer(
+    rt: Runtime, task: str, messages: list[Message], *, max_tokens: int = 2048
+) -> tuple[ModelClient, ModelResponse]:
+    """`side_call` without counting: the priced answer and the client that gave it, for a
+    caller that counts it elsewhere (a durable turn's summary, asked on a worker)."""
     request = ModelRequest(messages=messages, max_tokens=max_tokens, stream=False)
     last_error: ProviderError | None = None
     for label, client, owned in _candidates(rt, task):
@@ -52,8 +62,8 @@ async def side_call(
         finally:
             if owned:
                 await client.aclose()
-        _count_usage(rt, client, response)
-        return response
+        _price(client, response)
+        return client, response
     assert last_error is not None  # the main model is always a candidate
     raise last_error
 
@@ -105,11 +115,10 @@ def _spec(rt: Runtime, entry: dict[str, Any]) -> ProviderSpec:
     )
 
 
-def _count_usage(rt: Runtime, client: ModelClient, response: ModelResponse) -> None:
+def _price(client: ModelClient, response: ModelResponse) -> None:
     from talaria.providers.pricing import estimate_cost
     from talaria.providers.profiles import profile_of
 
     response.usage.estimated_cost_usd = estimate_cost(
         client.model, response.usage, client.provider, profile_of(client)
     )
-    rt.add_side_usage(response.usage, client.model, client.provider)

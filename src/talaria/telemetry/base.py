@@ -69,7 +69,10 @@ class Telemetry:
         model: str,
         provider: str,
         user_message: str,
+        start_time: int | None = None,
     ) -> Iterator[Scope]:
+        """One turn; `start_time` (ns since the epoch) when it began before this call (a
+        durable turn is recorded when it ends)."""
         yield NULL_SCOPE
 
     @contextmanager

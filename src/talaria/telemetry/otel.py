@@ -124,13 +124,18 @@ class OtelTelemetry(Telemetry):
 
     @contextmanager
     def _span(
-        self, name: str, attributes: dict[str, Any], kind: SpanKind = SpanKind.INTERNAL
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        kind: SpanKind = SpanKind.INTERNAL,
+        start_time: int | None = None,
     ) -> Iterator[Span]:
         """A current span that is marked failed (error.type) when an exception escapes."""
         with self.tracer.start_as_current_span(
             name,
             kind=kind,
             attributes=attributes,
+            start_time=start_time,
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
@@ -150,6 +155,7 @@ class OtelTelemetry(Telemetry):
         model: str,
         provider: str,
         user_message: str,
+        start_time: int | None = None,
     ) -> Iterator[Scope]:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
@@ -163,7 +169,8 @@ class OtelTelemetry(Telemetry):
             attributes["gen_ai.input.messages"] = content.user_turn(user_message)
         token = ACTIVE.set(self)
         try:
-            with self._span(f"invoke_agent {agent_name}", attributes) as span:
+            name = f"invoke_agent {agent_name}"
+            with self._span(name, attributes, start_time=start_time) as span:
                 yield _TurnScope(self, span)
         finally:
             ACTIVE.reset(token)

@@ -1,0 +1,89 @@
+"""Compression inside the turn workflow: the normal loop's compressor, with its two effects
+made activities.
+
+The decision (how large the context is, what to cut, what the new history is) is the default
+compressor's own and runs in the workflow, deterministically. The summary request runs on a
+worker (`summarise`), and the hand-over to the child session is one store transaction on a
+worker (`continue_session`) under an id the workflow chose. Both results are in the
+workflow's history, so a replayed turn reuses them: it never asks for a summary again and
+never starts a second child.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+
+from talaria.context.compressor import Compressor
+from talaria.durable.protocol import (
+    ContinueInput,
+    SummaryInput,
+    error_from_dict,
+    response_from_dict,
+)
+
+if TYPE_CHECKING:
+    from talaria.config import Config
+    from talaria.durable.seams import TurnScope
+    from talaria.loop.runtime import Runtime
+    from talaria.loop.session import Message, SessionHandle
+    from talaria.providers.base import ModelResponse
+
+COMPRESSION_SETTINGS = (
+    "compression.enabled", "compression.threshold", "compression.protect_last_n",
+    "context.engine", "model.context_length",
+)  # fmt: skip
+"""What the workflow's compressor reads (the window is the worker's answer for the model)."""
+
+
+class DurableCompressor(Compressor):
+    def __init__(self, config: Config, runtime: Runtime, scope: TurnScope) -> None:
+        super().__init__(config, runtime)
+        self.scope = scope
+
+    async def _summary_call(self, rt: Runtime, request: list[Message]) -> ModelResponse:
+        scope = self.scope
+        outcome = await rt.interrupt.race(
+            workflow.execute_activity(
+                "summarise",
+                SummaryInput(scope.session.id, request, scope.agent),
+                result_type=dict,
+                **scope.timeouts.options(scope.timeouts.model_call),
+            )
+        )
+        if outcome.get("error"):
+            raise error_from_dict(outcome["error"])
+        response = response_from_dict(outcome["response"])
+        rt.add_side_usage(response.usage, outcome["model"], outcome["provider"])
+        return response
+
+    async def _continue_in_child(
+        self, rt: Runtime, session: SessionHandle, history: list[Message]
+    ) -> str:
+        scope = self.scope
+        child_id = f"{workflow.now():%Y%m%d_%H%M%S}_{workflow.uuid4().hex[:6]}"
+        active = rt.caller.chain.active
+        hand_over = ContinueInput(
+            session.id, child_id, history, session.system_prompt,
+            active.model, active.provider, active.api_mode,
+            unsaved=scope.session.take(), writer=scope.writer,
+        )  # fmt: skip
+        await workflow.execute_activity(
+            "continue_session", hand_over, **scope.timeouts.options(60, heartbeat=False)
+        )
+        session.id = child_id
+        session.history = history
+        session.next_seq = len(history)
+        session.unsaved = 0
+        return child_id
+
+
+def durable_engine(config: Config, runtime: Runtime, scope: TurnScope) -> Any:
+    """The workflow's context engine: the default compressor, unless compression is off.
+    A custom `context.engine` class is the worker's code, which a workflow cannot run."""
+    if not config.get("compression.enabled", True):
+        return None
+    if str(config.get("context.engine", "default")) != "default":
+        return None
+    return DurableCompressor(config, runtime, scope)
