@@ -9,7 +9,7 @@ import pytest
 
 from pg_cluster import _pg_shared_url, pg_clean_url, pg_server_url, pg_url  # noqa: F401
 from talaria.testing.server import ScriptedProvider
-from temporal_cluster import temporal_target  # noqa: F401
+from temporal_cluster import queue, temporal_target, workers  # noqa: F401
 
 
 @dataclass

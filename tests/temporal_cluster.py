@@ -3,6 +3,7 @@ package), and real `talaria worker` processes to run turns on it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,3 +197,24 @@ class WorkerProcess:
 
 def new_queue() -> str:
     return f"q-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def queue() -> str:
+    return new_queue()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    """Every worker a test starts is stopped at its end."""
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+async def wait_for(condition: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)

@@ -8,7 +8,6 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from talaria.messages.validate import history_problems
 from talaria.store.factory import open_store
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import Fail, ScriptedProvider, call, text
-from temporal_cluster import WorkerProcess, new_queue, worker_home
+from temporal_cluster import WorkerProcess, wait_for, worker_home
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,27 +27,6 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return worker_home(tmp_path / "home")
-
-
-@pytest.fixture
-def queue() -> str:
-    return new_queue()
-
-
-@pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
-    """Every worker a test starts is stopped at its end."""
-    started: list[WorkerProcess] = []
-    yield started
-    for worker in started:
-        worker.stop()
-
-
-async def wait_for(condition: Any, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def effects(home: Path) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +18,12 @@ from talaria.durable.client import connect, start_turn
 from talaria.messages.validate import history_problems
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider, call, text
-from temporal_cluster import WorkerProcess, new_queue, worker_home
+from temporal_cluster import WorkerProcess, wait_for, worker_home
 
 pytestmark = pytest.mark.timeout(300)
 
 SMALL_WINDOW = "compression:\n  protect_last_n: 2\n"
 """With `model.context_length: 8000` (below): past 4000 tokens the middle is summarised."""
-
-
-@pytest.fixture
-def queue() -> str:
-    return new_queue()
-
-
-@pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for worker in started:
-        worker.stop()
 
 
 def small_window_home(path: Path) -> Path:
@@ -50,13 +36,6 @@ def small_window_home(path: Path) -> Path:
 def summary_requests(server: ScriptedProvider) -> list[Any]:
     """The compression's requests: the only ones sent without tools."""
     return [r for r in server.requests if "tools" not in r.body]
-
-
-async def wait_for(condition: Any, what: str, timeout: float = 120) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_a_long_durable_turn_compresses_once_even_when_replayed(
