@@ -54,10 +54,10 @@ class SessionSettings:
     agent_kwargs: dict[str, Any]
     toolsets: list[str]
     images: bool
+    open_store: Callable[[], Any]
+    """The home's session store (what `session/list` reads)."""
     mcp_servers: dict[str, Any] = field(default_factory=dict)
     """The configured `mcp_servers`, which the editor's servers join (by name, theirs win)."""
-    open_store: Callable[[], Any] = lambda: None
-    """The home's session store (what `session/list` reads)."""
 
 
 class UpdateStream:
