@@ -268,6 +268,8 @@ def shown(value: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
+    """One setting that cannot be used, said as one line."""
+
     key: str
     found: Any
     expected: str

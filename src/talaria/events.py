@@ -13,6 +13,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
+    """A turn began: the user's message is in the session."""
+
     task_id: str
     session_id: str
     user_message: str
@@ -28,21 +30,29 @@ class StatusChanged:
 
 @dataclass(frozen=True, slots=True)
 class ThinkingStarted:
+    """A model call of the turn began (iteration counts from 1)."""
+
     iteration: int
 
 
 @dataclass(frozen=True, slots=True)
 class ThinkingStopped:
+    """That model call's answer is complete."""
+
     iteration: int
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """A piece of the answer as it streams in."""
+
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
+    """A piece of the model's visible reasoning as it streams in."""
+
     text: str
 
 
@@ -57,6 +67,8 @@ class ToolCallGenerated:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
+    """A tool call is about to run, with the arguments it runs with."""
+
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -65,6 +77,8 @@ class ToolStarted:
 
 @dataclass(frozen=True, slots=True)
 class ToolFinished:
+    """A tool call ended; `result` is what the model will read."""
+
     call_id: str
     name: str
     result: str
@@ -141,6 +155,8 @@ class Notice:
 
 @dataclass(frozen=True, slots=True)
 class TurnFinished:
+    """The turn ended; `exit_reason` says how (text_response, interrupted, failed:..., ...)."""
+
     exit_reason: str
     final_response: str | None
     api_calls: int

@@ -39,6 +39,8 @@ class RequestLapsed(Exception):
 
 @dataclass(slots=True)
 class _Pending:
+    """An open request and where its answer must be delivered."""
+
     request: Request
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[str]

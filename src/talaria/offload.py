@@ -36,6 +36,8 @@ IDLE_SECONDS = 15.0
 
 @dataclass(slots=True, eq=False)
 class _Job:
+    """One blocking call waiting for a worker of a lane."""
+
     future: concurrent.futures.Future[Any]
     call: Callable[[], Any]
     abandoned: bool = False

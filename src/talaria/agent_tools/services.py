@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(kw_only=True)
 class AgentServices:
+    """What the agent's own tools (memory, todos, delegation) work with."""
+
     store: SessionStore
     session_id: str
     memory: MemoryStore | None = None

@@ -16,6 +16,8 @@ SUMMARY_REQUEST = (
 
 @dataclass
 class IterationBudget:
+    """How many model calls a turn may still make."""
+
     limit: int
     used: int = 0
 

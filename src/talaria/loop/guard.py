@@ -50,6 +50,8 @@ def cycle_period(signatures: list[str]) -> int | None:
 
 @dataclass
 class GuardDecision:
+    """What the loop guard allows of one batch of tool calls."""
+
     refused: list[int] = field(default_factory=list)
     """Indices of the calls that must not run."""
     stop_reason: str | None = None

@@ -42,6 +42,8 @@ class ToolSource(Protocol):
 
 @dataclass
 class Runtime:
+    """Everything a turn needs, assembled once per agent on its first turn."""
+
     config: Config
     caller: ModelCaller
     tools: dict[str, Tool]

@@ -33,6 +33,8 @@ def new_session_id() -> str:
 
 @dataclass
 class SessionHandle:
+    """The session a turn works on: its history, and how much of it the store holds."""
+
     id: str
     store: SessionStore | None
     system_prompt: str | None = None

@@ -58,6 +58,8 @@ MAX_OVERFLOW_RETRIES = 3
 
 @dataclass
 class TurnState:
+    """One turn's running totals and, at the end, its outcome."""
+
     task_id: str
     budget: IterationBudget
     usage: Usage = field(default_factory=Usage)

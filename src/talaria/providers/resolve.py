@@ -43,6 +43,8 @@ _URL_MODES: tuple[tuple[Callable[[SplitResult], bool], str], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class _Endpoint:
+    """A named provider's default base URL and where its key comes from."""
+
     base_url: str | None
     key_env: str | None
     """None: a local server that needs no key."""

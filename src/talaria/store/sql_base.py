@@ -63,6 +63,8 @@ SESSION_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
+    """What differs in SQL between the backends."""
+
     mark: str
     """The driver's parameter mark."""
     order: str

@@ -39,6 +39,8 @@ INTERRUPTED_RESULT = "Interrupted: the user stopped this turn before this tool c
 
 @dataclass(slots=True)
 class CallOutcome:
+    """What one tool call gives the model."""
+
     content: str
     is_error: bool = False
     halt: str | None = None
@@ -47,12 +49,16 @@ class CallOutcome:
 
 @dataclass(slots=True)
 class BatchResult:
+    """The tool messages of one response's calls, in call order."""
+
     messages: list[dict[str, Any]]
     halt: str | None = None
 
 
 @dataclass
 class ExecutorSettings:
+    """Limits on running tools (from the agent.* and approvals.* settings)."""
+
     max_workers: int = 8
     """How many calls of one response run at once."""
     default_timeout: float = 600.0
@@ -64,6 +70,8 @@ class ExecutorSettings:
 
 @dataclass
 class ToolExecutor:
+    """Runs the tool calls of a model response: guards, approvals, timeouts."""
+
     tools: Mapping[str, Tool]
     hooks: HookBus
     approvals: ApprovalState

@@ -19,6 +19,8 @@ PROBE_TIMEOUT = 10.0
 
 @dataclass(frozen=True, slots=True)
 class SandboxSupport:
+    """Whether confined commands can run here, and why not."""
+
     available: bool
     bwrap: str | None
     detail: str

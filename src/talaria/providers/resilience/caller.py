@@ -35,6 +35,8 @@ from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 
 @dataclass
 class CallResult:
+    """One model call's answer, with the attempts and errors it took."""
+
     response: ModelResponse
     client: ModelClient
     attempts: int
@@ -46,6 +48,8 @@ class CallResult:
 
 @dataclass(frozen=True)
 class CallerSettings:
+    """How long a model call may take and how it is retried."""
+
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     first_byte_timeout: float = 120.0
     """Seconds a stream may take to deliver its first delta (math.inf: no limit)."""

@@ -17,6 +17,8 @@ from talaria.providers.profiles import ModelProfile, profile_of
 
 @dataclass
 class ChainEntry:
+    """One model of the chain: its spec, and a client per event loop."""
+
     spec: ProviderSpec | None
     fixed_client: ModelClient | None = None
     """A client supplied by the user (e.g. a ScriptedModel); used on every loop as is."""

@@ -30,6 +30,8 @@ POLL_TAIL = 2_000
 
 @dataclass
 class BackgroundProcess:
+    """A command started in the background, with the log of its output."""
+
     id: str
     command: str
     owner: str

@@ -162,6 +162,8 @@ def _pump(stream: int, buffer: OutputBuffer) -> None:
 
 @dataclass(slots=True)
 class RunResult:
+    """How a foreground command ended and what it printed."""
+
     exit_code: int | None
     output: str
     stopped: str | None
