@@ -63,15 +63,30 @@ NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
 )
 
 PROBE = """
-import json, sys
+import dataclasses, json, sys
 from talaria.testing import Script, ScriptedProvider, text
 
 seen = []
 
 
+def undocumented():
+    found = []
+    for name, module in list(sys.modules.items()):
+        # not the scripted server's classes, nor the HTTP transport's (it is being rewritten)
+        if not name.startswith("talaria.") or name.startswith(
+                ("talaria.testing", "talaria.providers.transport")):
+            continue
+        for value in list(vars(module).values()):
+            if (isinstance(value, type) and value.__module__ == name
+                    and dataclasses.is_dataclass(value)
+                    and (value.__doc__ or "").startswith(value.__name__ + "(")):
+                found.append(name + "." + value.__name__)
+    return sorted(found)
+
+
 def answer(body):
     if not seen:
-        seen.append(sorted(sys.modules))
+        seen.append({{"modules": sorted(sys.modules), "undocumented": undocumented()}})
     return text("hi")
 
 
@@ -101,6 +116,12 @@ ONE_SHOT = """
 
 def loaded_at_first_request(body: str, home: Path) -> set[str]:
     """The modules loaded when the first request reached the scripted server."""
+    return set(probe_first_request(body, home)["modules"])
+
+
+def probe_first_request(body: str, home: Path) -> dict[str, list[str]]:
+    """What the process held when the first request reached the scripted server: its
+    modules, and talaria's dataclasses without a docstring of their own."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TALARIA_HOME": str(home)}
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(body=body), str(home)],
@@ -111,7 +132,8 @@ def loaded_at_first_request(body: str, home: Path) -> set[str]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+    seen: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return seen
 
 
 def test_the_library_sends_its_first_request_before_loading_what_it_does_not_need(
@@ -138,6 +160,11 @@ def not_needed_yet(loaded: set[str]) -> list[str]:
         (packages & set(NOT_BEFORE_THE_FIRST_REQUEST))
         | (loaded & set(NOT_BEFORE_THE_FIRST_REQUEST_MODULES))
     )
+
+
+def test_the_dataclasses_loaded_before_the_first_request_have_docstrings(tmp_path: Path) -> None:
+    """Without one, `dataclasses` builds a docstring from `inspect.signature` at import."""
+    assert probe_first_request(LIBRARY, tmp_path)["undocumented"] == []
 
 
 def test_finding_installed_plugins_does_not_load_importlib_metadata(tmp_path: Path) -> None:

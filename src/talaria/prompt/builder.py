@@ -42,6 +42,8 @@ _TOOL_GUIDANCE: dict[str, str] = {
 
 @dataclass(frozen=True)
 class PromptInputs:
+    """What the system prompt is built from."""
+
     home: Path
     cwd: Path
     tool_names: Iterable[str]

@@ -182,6 +182,8 @@ def parse_completion(data: Any) -> ModelResponse:
 
 @dataclass
 class _PartialCall:
+    """A tool call whose pieces are still streaming in."""
+
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
