@@ -54,6 +54,10 @@ NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
     "talaria.prompt.injection",
     # a session search's query parser
     "talaria.store.query",
+    # the plugin scan reads entry_points.txt itself
+    "importlib.metadata",
+    "zipfile",
+    "csv",
     # what later steps need: a background process (ctypes), random ids (os.urandom does)
     "ctypes",
     "uuid",
