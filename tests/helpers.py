@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +12,25 @@ from talaria import Agent, tool
 from talaria.testing.server import ScriptedProvider
 
 MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def run_python(code: str, *argv: str, cwd: Path, home: Path | None = None) -> str:
+    """Run ``code`` in a fresh interpreter on this checkout's talaria (``home`` as
+    TALARIA_HOME) and return what it printed; a failure shows the end of its stderr."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    if home is not None:
+        env["TALARIA_HOME"] = str(home)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 @tool

@@ -8,16 +8,12 @@ first and is part of what is checked).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import run_python
 from talaria.testing import Fail, ScriptedProvider
-
-REPO = Path(__file__).resolve().parent.parent
 
 NOT_BEFORE_THE_FIRST_REQUEST = (
     # the terminal UI (the chat's, never a one-shot's)
@@ -126,17 +122,8 @@ def loaded_at_first_request(body: str, home: Path) -> set[str]:
 def probe_first_request(body: str, home: Path) -> dict[str, list[str]]:
     """What the process held when the first request reached the scripted server: its
     modules, and talaria's dataclasses without a docstring of their own."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TALARIA_HOME": str(home)}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(body=body), str(home)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=home,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    printed = run_python(PROBE.format(body=body), str(home), cwd=home, home=home)
+    seen: dict[str, list[str]] = json.loads(printed.strip().splitlines()[-1])
     return seen
 
 
@@ -182,17 +169,7 @@ def test_finding_installed_plugins_does_not_load_importlib_metadata(tmp_path: Pa
         "print(sorted(name for name in sys.modules if name.startswith(('importlib.metadata', "
         "'email', 'zipfile', 'csv'))))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run(
-        [sys.executable, "-c", probe, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]"
+    assert run_python(probe, str(tmp_path), cwd=tmp_path).strip() == "[]"
 
 
 @pytest.mark.parametrize(

@@ -8,17 +8,14 @@ differently), through a real Agent whose plugins' tools reach the scripted model
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from importlib import metadata
 from pathlib import Path
 
+from helpers import run_python
 from talaria.plugins.entry_points import entry_points
 from talaria.testing import ScriptedProvider, text
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_every_group_of_this_environment_reads_as_importlib_metadata_reads_it() -> None:
@@ -107,26 +104,10 @@ def test_the_first_install_on_the_path_wins_and_an_editable_install_loads(
     first, second = _installs(tmp_path)
     home = tmp_path / "home"
     _plugin_module(home / "plugins", "from_home", "tool_from_the_home_folder")
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TALARIA_HOME": str(home)}
     with ScriptedProvider([text("hi")]) as server:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                AGENT,
-                str(first),
-                str(second),
-                server.openai_base_url,
-                str(home),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=home,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        argv = (str(first), str(second), server.openai_base_url, str(home))
+        printed = run_python(AGENT, *argv, cwd=home, home=home)
+        seen = json.loads(printed.strip().splitlines()[-1])
         tools = {t["function"]["name"] for t in server.requests[-1].body.get("tools", [])}
     assert seen["ours"] == seen["theirs"]
     assert ["demo", "demo_new"] in seen["ours"]
