@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -19,12 +19,29 @@ class Interrupted(Exception):
     """The turn was interrupted while waiting on something."""
 
 
+class RaceEntry:
+    """One `race` in progress: the task to cancel when the signal fires."""
+
+    __slots__ = ("active", "fired", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.fired = False
+        self.active = True
+
+    def fire(self) -> None:
+        """On the task's loop: cancel the racing task, unless its race has already ended."""
+        if self.active and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+
 class InterruptSignal:
     def __init__(self) -> None:
         self.event = threading.Event()
         self.message: str | None = None
         self._lock = threading.Lock()
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._races: list[RaceEntry] = []
 
     @property
     def is_set(self) -> bool:
@@ -35,53 +52,62 @@ class InterruptSignal:
             if message is not None:
                 self.message = message
             self.event.set()
-            waiters, self._waiters = self._waiters, []
-        for loop, future in waiters:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(_resolve, future)
+            races, self._races = self._races, []
+        for race in races:
+            self._fire_soon(race)
+
+    def _fire_soon(self, race: RaceEntry) -> None:
+        """From any thread: fire `race` on its task's loop."""
+        loop = race.task.get_loop()
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(race.fire)
 
     def clear(self) -> None:
         with self._lock:
             self.event.clear()
             self.message = None
 
-    async def wait(self) -> None:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        with self._lock:
-            if self.event.is_set():
-                return
-            self._waiters.append((loop, future))
-        try:
-            await future
-        finally:
-            with self._lock:
-                self._waiters = [(lp, fut) for lp, fut in self._waiters if fut is not future]
-
     async def race(self, awaitable: Awaitable[T]) -> T:
-        """Await `awaitable` unless the signal fires first: then cancel it and raise Interrupted."""
-        task = asyncio.ensure_future(awaitable)
-        if self.event.is_set():
-            task.cancel()
+        """Await `awaitable` unless the signal fires first: then cancel it and raise Interrupted.
+
+        The awaitable runs in the caller's task, which the signal cancels (as `asyncio.timeout`
+        does), so a race costs no task of its own on every model call and tool batch."""
+        task = asyncio.current_task()
+        assert task is not None, "race needs a running task"
+        race = RaceEntry(task)
+        with self._lock:
+            interrupted = self.event.is_set()
+            if not interrupted:
+                self._races.append(race)
+        if interrupted:
+            _discard(awaitable)
             raise Interrupted
-        waiter = asyncio.ensure_future(self.wait())
         try:
-            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            result = await awaitable
         except asyncio.CancelledError:
-            task.cancel()
+            if race.fired and task.uncancel() == 0:
+                raise Interrupted from None
             raise
         finally:
-            waiter.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        raise Interrupted
+            self._end(race)
+        if race.fired:  # the awaitable swallowed the cancellation and finished anyway
+            task.uncancel()
+        return result
+
+    def _end(self, race: RaceEntry) -> None:
+        race.active = False
+        with self._lock:
+            if race in self._races:
+                self._races.remove(race)
 
     async def sleep(self, seconds: float) -> None:
         """Sleep that ends at once (raising Interrupted) when the signal fires."""
         await self.race(asyncio.sleep(seconds))
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+def _discard(awaitable: Awaitable[Any]) -> None:
+    """An awaitable that will never be awaited: close or cancel it, so nothing warns."""
+    if isinstance(awaitable, Coroutine):
+        awaitable.close()
+    elif isinstance(awaitable, asyncio.Future):
+        awaitable.cancel()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import threading
@@ -34,13 +34,20 @@ USER_CEILING = 64
 IDLE_SECONDS = 15.0
 
 
+Deliver = Callable[[Any, BaseException | None], None]
+"""How a worker hands back a job's outcome: (result, None) or (None, the exception)."""
+
+
 @dataclass(slots=True, eq=False)
 class _Job:
     """One blocking call waiting for a worker of a lane."""
 
-    future: concurrent.futures.Future[Any]
     call: Callable[[], Any]
+    deliver: Deliver
+    dropped: bool = False
+    """Abandoned before a worker took it: it is never run."""
     abandoned: bool = False
+    """Abandoned while running: its worker no longer counts against the lane's size."""
 
 
 class Lane:
@@ -61,26 +68,26 @@ class Lane:
     def workers(self) -> int:
         return self._workers
 
-    def submit(self, call: Callable[[], T]) -> concurrent.futures.Future[T]:
-        job = _Job(concurrent.futures.Future(), call)
+    def start(self, call: Callable[[], Any], deliver: Deliver) -> _Job:
+        """Queue `call`; a worker runs it and passes its outcome to `deliver` (on its thread)."""
+        job = _Job(call, deliver)
         with self._cond:
             self._queue.append(job)
             self._wake_or_start()
-        return job.future
+        return job
 
-    def abandon(self, future: concurrent.futures.Future[Any]) -> None:
-        """The caller no longer waits for `future`: a queued call is dropped, a running one
+    def abandon(self, job: _Job) -> None:
+        """The caller no longer waits for `job`: a queued call is dropped, a running one
         stops counting against the lane's size."""
-        if future.cancel():
-            return
         with self._cond:
-            job = next((j for j in self._running if j.future is future), None)
-            if job is None or job.abandoned:
-                return
-            job.abandoned = True
-            self._stuck += 1
-            if self._queue:
-                self._wake_or_start()
+            if job in self._running:
+                if not job.abandoned:
+                    job.abandoned = True
+                    self._stuck += 1
+                    if self._queue:
+                        self._wake_or_start()
+            else:
+                job.dropped = True
 
     def _wake_or_start(self) -> None:
         if self._waiting >= len(self._queue):
@@ -92,13 +99,12 @@ class Lane:
 
     def _work(self) -> None:
         while (job := self._next()) is not None:
-            if job.future.set_running_or_notify_cancel():
-                try:
-                    result = job.call()
-                except BaseException as exc:  # handed to the waiter, as an executor does
-                    job.future.set_exception(exc)
-                else:
-                    job.future.set_result(result)
+            try:
+                result = job.call()
+            except BaseException as exc:  # handed to the waiter, as an executor does
+                job.deliver(None, exc)
+            else:
+                job.deliver(result, None)
             with self._cond:
                 self._running.discard(job)
                 if job.abandoned:
@@ -108,13 +114,15 @@ class Lane:
         """The next job, or None when the worker should exit: idle for `IDLE_SECONDS`, or
         one more worker than the lane may have now that an abandoned call has returned."""
         with self._cond:
-            while not self._queue:
-                if self._workers > self.size + self._stuck or not self._wait_idle():
-                    self._workers -= 1
-                    return None
-            job = self._queue.popleft()
-            self._running.add(job)
-            return job
+            while True:
+                while not self._queue:
+                    if self._workers > self.size + self._stuck or not self._wait_idle():
+                        self._workers -= 1
+                        return None
+                job = self._queue.popleft()
+                if not job.dropped:
+                    self._running.add(job)
+                    return job
 
     def _wait_idle(self) -> bool:
         """Under the lock: False when `IDLE_SECONDS` passed with nothing to do."""
@@ -159,12 +167,39 @@ async def run_user_code(
 
 
 async def _run(where: Lane, call: Callable[[], T], timeout: float | None) -> T:
-    future = where.submit(call)
+    """The call's outcome reaches the loop in one hop (`call_soon_threadsafe`), without the
+    concurrent.futures.Future and its chaining that `run_in_executor` pays for."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[T] = loop.create_future()
+
+    def deliver(result: Any, error: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed while an abandoned call ran
+            loop.call_soon_threadsafe(_settle, waiter, result, error)
+
+    job = where.start(call, deliver)
+    timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        return await waiter
     except (TimeoutError, asyncio.CancelledError):
-        where.abandon(future)
+        where.abandon(job)
         raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _expire(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
+def _settle(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if waiter.done():  # the caller gave up first
+        return
+    if error is None:
+        waiter.set_result(result)
+    else:
+        waiter.set_exception(error)
 
 
 def start_daemon(fn: Callable[[], None], name: str) -> None:

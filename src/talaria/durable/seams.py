@@ -29,7 +29,7 @@ from talaria.durable.protocol import (
 )
 from talaria.events import Event, RequestResolved, RequestWithdrawn
 from talaria.interaction import Interactions, normalise_answer
-from talaria.interrupt import InterruptSignal
+from talaria.interrupt import InterruptSignal, RaceEntry
 from talaria.loop.session import SessionHandle
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall
@@ -78,17 +78,10 @@ class EventLog:
 
 class WorkflowInterrupt(InterruptSignal):
     """The interrupt signal on the workflow's event loop, which has no thread-safe callbacks:
-    a signal handler runs on that loop, so the waiters are woken directly."""
+    a signal handler runs on that loop, so a race is fired directly."""
 
-    def set(self, message: str | None = None) -> None:
-        if message is not None:
-            self.message = message
-        self.event.set()
-        waiters = self._waiters
-        self._waiters = []
-        for _, future in waiters:
-            if not future.done():
-                future.set_result(None)
+    def _fire_soon(self, race: RaceEntry) -> None:
+        race.fire()
 
 
 @dataclass

@@ -4,9 +4,10 @@ Invariant 3 ("nothing is lost"): `append` commits the unsaved messages to the st
 transaction, before returning, so the loop never makes a model call with an unsaved message
 behind it. A step is one commit: the assistant message is `stage`d while its tool calls run and
 saved with their results, so a killed process loses at most the step in flight and never leaves
-calls without results in the store. Writes run off the event loop. One writer at a time: a turn
-holds the session's lease in the store, picks up what another writer committed since its last
-turn, and a second writer gets `SessionBusy`.
+calls without results in the store. Writes run off the event loop, except a small commit that a
+store can make without waiting (`try_append_messages`: SQLite when nobody else is writing).
+One writer at a time: a turn holds the session's lease in the store, picks up what another
+writer committed since its last turn, and a second writer gets `SessionBusy`.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ class SessionHandle:
             return
         pending = self.history[len(self.history) - self.unsaved :]
         items = list(enumerate(pending, start=self.next_seq))
-        await run_blocking(self.store.append_messages, self.id, items, writer=self.writer)
+        now = getattr(self.store, "try_append_messages", None)  # see SessionStore
+        if now is None or not now(self.id, items, writer=self.writer):
+            await run_blocking(self.store.append_messages, self.id, items, writer=self.writer)
         self.next_seq += len(pending)
         self.unsaved = 0
 

@@ -124,7 +124,8 @@ def lease_is_stale(owner: str, expires_at: float, now: float) -> bool:
 
 
 LEASE_RENEWAL = 120.0
-"""Seconds an append extends its writer's lease by (at least)."""
+"""Seconds an append extends its writer's lease to, once less than half of that is left (so
+that most appends leave the lease row alone: one page less to write per step)."""
 
 
 def lease_expiry(
@@ -138,10 +139,13 @@ def lease_expiry(
 ) -> float:
     """When `owner`'s lease should expire, given the lease `held` now as (owner, expires_at);
     SessionBusy when another live writer holds it. `renew_only` (an append) extends a lease
-    the owner holds and re-takes a free one. Every backend decides through this."""
+    the owner holds (see LEASE_RENEWAL) and re-takes a free one. An unchanged answer needs no
+    write. Every backend decides through this."""
     if held is not None and held[0] != owner and not lease_is_stale(held[0], held[1], now):
         raise SessionBusy(busy_message(session_id, held[0]))
     if renew_only and held is not None and held[0] == owner:
+        if held[1] - now >= LEASE_RENEWAL / 2:
+            return held[1]
         ttl = max(held[1] - now, LEASE_RENEWAL)
     return now + (ttl if ttl is not None else LEASE_RENEWAL)
 
@@ -234,7 +238,12 @@ class SessionStore(Protocol):
     ) -> None:
         """Store (seq, message) pairs in one transaction; seqs already stored are skipped.
         With `writer`, the append checks (and renews) that writer's lease in the same
-        transaction and raises `SessionBusy` when another writer holds the session."""
+        transaction and raises `SessionBusy` when another writer holds the session.
+
+        A store may also offer `try_append_messages(session_id, items, *, writer=None) ->
+        bool`: the same append made on the caller's thread only if it cannot block (False,
+        nothing written, otherwise). The loop calls it on the event loop's thread first and
+        falls back to `append_messages` off the loop."""
         ...
 
     def continue_in_child(

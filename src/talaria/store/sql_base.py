@@ -328,6 +328,8 @@ class SqlSessionStore(ABC):
         expires = lease_expiry(
             session_id, held, owner, self._clock(), ttl=ttl, renew_only=renew_only
         )
+        if held == (owner, expires):
+            return
         self._run(
             conn,
             "INSERT INTO session_writers (session_id, owner, expires_at) VALUES (?, ?, ?) "

@@ -48,12 +48,23 @@ _INSERT_MESSAGE = (  # INSERT OR IGNORE: re-appending a stored seq is a no-op
     f"VALUES (:session_id, :seq, :created_at, "
     f"{', '.join(':' + name.strip() for name in MESSAGE_COLUMNS.split(','))})"
 )
+_Row = tuple[int, dict[str, Any], str | None]
+"""(seq, column values, search text) of one message."""
 _SHARED: dict[tuple[int, str], SQLiteSessionStore] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 LOCK_POLL = 0.5
 """Longest single wait inside SQLite's busy handler; the store retries until its own limit."""
+INLINE_LIMIT = 64 * 1024
+"""Largest append (characters of encoded rows) that `try_append_messages` commits in place."""
+INLINE_SLOW = 0.02
+"""In-place commits that take longer, `INLINE_STRIKES` in a row (a slow or network disk, not a
+busy moment), stop them for this store."""
+INLINE_STRIKES = 3
+CHECKPOINT_EVERY = 100
+"""Commits between WAL checkpoints. SQLite's own (every 1,000 pages, with two fsyncs) is off,
+so that a commit on the event loop's thread never runs one; they run on the io lane instead."""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -109,12 +120,17 @@ class SQLiteSessionStore(SqlSessionStore):
         self._users = 1
         self._shared_key: tuple[int, str] | None = None
         self._tx_thread: int | None = None
+        self._busy_ms = int(min(lock_timeout, LOCK_POLL) * 1000)
+        self._inline = type(self).append_messages is SQLiteSessionStore.append_messages
+        """A subclass that changes `append_messages` gets every append through it."""
+        self._slow = 0
+        self._commits = 0
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(
                 self.path,
-                timeout=min(lock_timeout, LOCK_POLL),
+                timeout=self._busy_ms / 1000,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -148,6 +164,7 @@ class SQLiteSessionStore(SqlSessionStore):
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")  # see CHECKPOINT_EVERY
 
     def _migrate(self) -> None:
         def version(conn: sqlite3.Connection) -> int:
@@ -211,20 +228,70 @@ class SQLiteSessionStore(SqlSessionStore):
 
         def attempt() -> T:
             with self._lock:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._tx_thread = threading.get_ident()
-                try:
-                    result = work(self._conn)
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    raise
-                finally:
-                    self._tx_thread = None
-                return result
+                result = self._transaction(work)
+            self._after_commit(on_lane=True)
+            return result
 
         return self._retrying(attempt)
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Under `_lock`: `work` in one `BEGIN IMMEDIATE` transaction, committed."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._tx_thread = threading.get_ident()
+        try:
+            result = work(self._conn)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._tx_thread = None
+        return result
+
+    def _after_commit(self, *, on_lane: bool) -> None:
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY:
+            return
+        if on_lane:
+            self._checkpoint()
+        else:
+            from talaria.offload import lane
+
+            lane("io").start(self._checkpoint, _ignore)
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database without waiting for readers (PASSIVE); another
+        process's open transaction only postpones it to the next one."""
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _try_now(self, work: Callable[[sqlite3.Connection], None]) -> bool:
+        """Commit `work` on the calling thread if that cannot wait: False, with nothing
+        written, when another thread of this process or another process is writing."""
+        if not self._inline or not self._lock.acquire(blocking=False):
+            return False
+        started = time.monotonic()
+        try:
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                self._transaction(work)
+            finally:
+                self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                return False
+            raise storage_fault(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise storage_fault(self.path, exc) from None
+        finally:
+            self._lock.release()
+        self._slow = self._slow + 1 if time.monotonic() - started > INLINE_SLOW else 0
+        if self._slow >= INLINE_STRIKES:
+            self._inline = False
+        self._locked_out = False
+        self._after_commit(on_lane=False)
+        return True
 
     # -- sessions -----------------------------------------------------------------------
 
@@ -249,9 +316,33 @@ class SQLiteSessionStore(SqlSessionStore):
         *,
         writer: str | None = None,
     ) -> None:
-        rows = [(seq, encode_message(m), search_body(m)) for seq, m in message_rows(items)]
+        rows = _rows(items)
+        if rows:
+            self._write(self._appending(session_id, rows, writer))
+
+    def try_append_messages(
+        self,
+        session_id: str,
+        items: list[tuple[int, dict[str, Any]]],
+        *,
+        writer: str | None = None,
+    ) -> bool:
+        """`append_messages` on the caller's thread (the event loop's: no thread hop per
+        step) when it cannot block: False, with nothing written, when the database is busy,
+        the rows are large, or this store's disk proved slow; then use `append_messages`."""
+        if not self._inline:
+            return False
+        rows = _rows(items)
         if not rows:
-            return
+            return True
+        if _size(rows) > INLINE_LIMIT:
+            return False
+        return self._try_now(self._appending(session_id, rows, writer))
+
+    def _appending(
+        self, session_id: str, rows: list[_Row], writer: str | None
+    ) -> Callable[[sqlite3.Connection], None]:
+        """The transaction that appends `rows`."""
         now = self._clock()
 
         def work(conn: sqlite3.Connection) -> None:
@@ -274,7 +365,7 @@ class SQLiteSessionStore(SqlSessionStore):
                     )
             self._count_messages(conn, session_id, inserted, now)
 
-        self._write(work)
+        return work
 
     def truncate_messages(self, session_id: str, keep: int) -> int:
         check_keep(keep)
@@ -337,6 +428,25 @@ class SQLiteSessionStore(SqlSessionStore):
                 del _SHARED[self._shared_key]
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
+
+
+def _rows(items: list[tuple[int, dict[str, Any]]]) -> list[_Row]:
+    return [(seq, encode_message(m), search_body(m)) for seq, m in message_rows(items)]
+
+
+def _size(rows: list[_Row]) -> int:
+    """Characters of text in `rows`: what the commit writes, roughly."""
+    return sum(
+        len(value)
+        for _, row, body in rows
+        for value in (*row.values(), body)
+        if isinstance(value, str)
+    )
+
+
+def _ignore(result: object, error: BaseException | None) -> None:
+    """A background checkpoint's outcome: nobody waits for it (`_checkpoint` swallows its
+    SQLite errors; the next one tries again)."""
 
 
 def lock_holders(path: str) -> str:

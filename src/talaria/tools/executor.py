@@ -308,7 +308,8 @@ class ToolExecutor:
         timeout = tool.timeout or self.settings.default_timeout
         try:
             if tool.is_async:
-                value = await asyncio.wait_for(tool.handler(**kwargs), timeout)
+                async with asyncio.timeout(timeout):  # in this task: no task per call
+                    value = await tool.handler(**kwargs)
             else:  # a handler that overstays is abandoned to its thread, never waited for
                 value = await run_user_code(tool.handler, timeout=timeout, **kwargs)
         except TimeoutError:
