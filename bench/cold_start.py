@@ -28,6 +28,7 @@ from common import (
     SETUP,
     ProviderProcess,
     Row,
+    compile_talaria,
     median,
     reference_available,
     report,
@@ -94,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
+    compile_talaria()
     scratch = Path(tempfile.mkdtemp(prefix="bench-cold-"))
     reason = reference_available()
     rows: list[Row] = []

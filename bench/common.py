@@ -237,6 +237,18 @@ def run_reference(command: str, timeout: float = 600, **params: Any) -> dict[str
     return run_side(HERMES, command, timeout, **params)
 
 
+def compile_talaria() -> None:
+    """Write talaria's bytecode, as installing a wheel does. The peers run from installed
+    packages whose bytecode pip wrote; an editable checkout run with PYTHONDONTWRITEBYTECODE
+    set would otherwise compile its modules again at every start, and a start-up bench would
+    time the compiler."""
+    import compileall
+
+    import talaria
+
+    compileall.compile_dir(str(Path(talaria.__file__).parent), quiet=1)
+
+
 def fresh_interpreter_seconds(
     python: str | Path, code: str, env: dict[str, str], cwd: str | Path
 ) -> tuple[float, float]:

@@ -35,6 +35,7 @@ from common import (
     TALARIA,
     ProviderProcess,
     Row,
+    compile_talaria,
     median,
     report,
     unavailable,
@@ -180,6 +181,7 @@ def _library_commands(peers: bool) -> dict[str, Command | str]:
 
 def run(reps: int = 7, peers: bool = True) -> list[Row]:
     notes: dict[str, Any] = {"runs": reps, "statistic": "median, runs interleaved"}
+    compile_talaria()
     library = _library_commands(peers)
     cli: dict[str, Command | str] = {
         TALARIA.key: talaria_cli,

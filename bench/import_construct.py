@@ -20,6 +20,7 @@ from common import (
     MODEL,
     ProviderProcess,
     Row,
+    compile_talaria,
     fresh_interpreter_seconds,
     median,
     reference_available,
@@ -49,6 +50,7 @@ def measure(
 
 def run(runs: int = 7, reference: bool = True) -> list[Row]:
     notes: dict[str, Any] = {"runs": runs, "statistic": "median"}
+    compile_talaria()
     with ProviderProcess([]) as provider, tempfile.TemporaryDirectory() as home:
         fields = {"model": MODEL, "url": provider.url, "home": home}
         env = {"TALARIA_HOME": home, "HERMES_HOME": home}
