@@ -140,10 +140,11 @@ class ToolExecutor:
             asyncio.ensure_future(bounded(call, make_context(call, cancel)))
             for call, cancel in zip(calls, cancels, strict=True)
         ]
-        gathered = asyncio.gather(*tasks)
-        gathered.add_done_callback(_retrieve)  # an interrupted gather's error is not news
+        together = tasks[0] if len(tasks) == 1 else asyncio.gather(*tasks)  # one: no gather
+        together.add_done_callback(_retrieve)  # an interrupted gather's error is not news
         try:
-            return list(await interrupt.race(asyncio.shield(gathered)))
+            await interrupt.race(asyncio.shield(together))
+            return [task.result() for task in tasks]
         except Interrupted:
             self.interactions.withdraw_all("interrupted")  # clear every prompt at once
             for cancel in cancels:

@@ -307,40 +307,25 @@ class Watchdog:
 
         Silence and the total are counted in short ticks and only while the event loop could
         listen: time the loop spent blocked (importing an SDK on first use, a slow callback) is
-        not the provider's fault and does not count.
+        not the provider's fault and does not count. The call runs in the caller's task; a
+        timer checks at every tick and, on a breach, cancels the task (as `asyncio.timeout`
+        does), so the abandoned stream's connection is closed before a retry.
         """
         first_byte = self.first_byte if streaming else math.inf
         idle = self.idle if streaming else math.inf
         if math.isinf(first_byte) and math.isinf(idle) and math.isinf(self.total):
             return await call
-        loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(call)
-        silent = spent = 0.0
-        tick = min(MAX_TICK, first_byte / 4, idle / 4, self.total / 4)
+        task = asyncio.current_task()
+        assert task is not None, "guard needs a running task"
+        check = _Check(self, task, first_byte, idle)
         try:
-            while True:
-                waiting_first = self._last is None
-                limit = first_byte if waiting_first else idle
-                if silent >= limit:
-                    await _cancelled(task)
-                    raise self._timeout(limit, waiting_first)
-                if spent >= self.total:
-                    await _cancelled(task)
-                    raise self._overrun()
-                wake = min(limit - silent, tick, self.total - spent)
-                before = loop.time()
-                done, _ = await asyncio.wait({task}, timeout=wake)
-                if done:
-                    return task.result()
-                now = loop.time()
-                spent += min(now - before, wake)
-                if self._last is not None and self._last > before:
-                    silent = min(now - self._last, wake)
-                else:
-                    silent += min(now - before, wake)
+            return await call
+        except asyncio.CancelledError:
+            if check.breach is not None and task.uncancel() == 0:
+                raise check.breach from None
+            raise
         finally:
-            if not task.done():
-                task.cancel()
+            check.stop()
 
     def _overrun(self) -> ProviderError:
         return ProviderError(
@@ -361,9 +346,49 @@ class Watchdog:
         )
 
 
-async def _cancelled(task: asyncio.Future[Any]) -> None:
-    """Cancel and wait, so the abandoned stream's connection is closed before a retry."""
-    task.cancel()
-    await asyncio.wait({task})
-    if not task.cancelled():
-        task.exception()  # retrieved: it lost the race against the timeout, nothing to report
+class _Check:
+    """The watchdog's timer for one call: every tick it adds the time that passed (at most
+    the tick: longer means the loop was blocked) and cancels the call's task on a breach."""
+
+    def __init__(
+        self, watch: Watchdog, task: asyncio.Task[Any], first_byte: float, idle: float
+    ) -> None:
+        self.watch, self.task = watch, task
+        self.first_byte, self.idle = first_byte, idle
+        self.loop = task.get_loop()
+        self.tick = min(MAX_TICK, first_byte / 4, idle / 4, watch.total / 4)
+        self.silent = self.spent = 0.0
+        self.breach: ProviderError | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _limit(self) -> float:
+        return self.first_byte if self.watch._last is None else self.idle
+
+    def _arm(self) -> None:
+        wake = min(self._limit() - self.silent, self.tick, self.watch.total - self.spent)
+        self._handle = self.loop.call_later(wake, self._check, self.loop.time(), wake)
+
+    def _check(self, before: float, wake: float) -> None:
+        watch, now = self.watch, self.loop.time()
+        self.spent += min(now - before, wake)
+        if watch._last is not None and watch._last > before:
+            self.silent = min(now - watch._last, wake)
+        else:
+            self.silent += min(now - before, wake)
+        waiting_first = watch._last is None
+        limit = self._limit()
+        if self.silent >= limit:
+            self.breach = watch._timeout(limit, waiting_first)
+        elif self.spent >= watch.total:
+            self.breach = watch._overrun()
+        if self.breach is None:
+            self._arm()
+        else:
+            self._handle = None
+            self.task.cancel()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
