@@ -97,3 +97,24 @@ async def test_work_that_swallows_the_cancellation_keeps_its_result() -> None:
     assert await signal.race(stubborn()) == "finished anyway"
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
+
+
+async def test_what_the_work_makes_of_the_cancellation_is_still_an_interrupt() -> None:
+    """A workflow's activity answers a cancellation with its own error (ActivityError)."""
+    signal = InterruptSignal()
+
+    class WorkCancelled(Exception):
+        pass
+
+    async def activity() -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            raise WorkCancelled("activity cancelled") from None
+        return "slept"
+
+    asyncio.get_running_loop().call_later(0.05, signal.set)
+    with pytest.raises(Interrupted):
+        await signal.race(activity())
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0

@@ -84,7 +84,9 @@ class InterruptSignal:
             raise Interrupted
         try:
             result = await awaitable
-        except asyncio.CancelledError:
+        except BaseException:
+            # What the cancellation raised: CancelledError, or what the work made of it (a
+            # workflow's activity raises ActivityError). Another cancellation still counts.
             if race.fired and task.uncancel() == 0:
                 raise Interrupted from None
             raise
