@@ -34,7 +34,9 @@ NAME_HASH_LENGTH = 16
 _MARKER = re.compile(r"\[image (image/[a-z0-9.+-]+): \d+ bytes saved to ([^\]\n]+)\]")
 
 
+@functools.lru_cache(maxsize=64)
 def media_dir(home: Path) -> Path:
+    """Where `home`'s media are saved (asked at every model call)."""
     return home.joinpath(*MEDIA_FOLDER)
 
 

@@ -245,6 +245,13 @@ def _direct_target(url: str, params: Mapping[str, str] | None) -> Target | None:
     password in the URL; None for what httpx2 takes."""
     if url[:5].lower() != "http:" or any(map(os.environ.get, PROXY_VARIABLES)):
         return None
+    return _plain_target(url, tuple(params.items()) if params else ())
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_target(url: str, params: tuple[tuple[str, str], ...]) -> Target | None:
+    """`_direct_target` past the proxy check; parsed once per URL (every step posts to the
+    same one)."""
     try:
         parts = urlsplit(url)
         port = parts.port or 80
@@ -254,7 +261,7 @@ def _direct_target(url: str, params: Mapping[str, str] | None) -> Target | None:
         raise BadURLError(f"bad URL {url!r}: no host")
     if parts.username is not None:
         return None
-    query = "&".join(filter(None, (parts.query, urlencode(params or {}))))
+    query = "&".join(filter(None, (parts.query, urlencode(params))))
     return Target(parts.hostname, port, (parts.path or "/") + (f"?{query}" if query else ""))
 
 
