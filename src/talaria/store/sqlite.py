@@ -269,7 +269,7 @@ class SQLiteSessionStore(SqlSessionStore):
     def _try_now(self, work: Callable[[sqlite3.Connection], None]) -> bool:
         """Commit `work` on the calling thread if that cannot wait: False, with nothing
         written, when another thread of this process or another process is writing."""
-        if not self._inline or not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(blocking=False):
             return False
         started = time.monotonic()
         try:
