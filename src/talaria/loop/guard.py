@@ -12,9 +12,9 @@ still printing) is progress, not a loop.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 
+from talaria import fastjson
 from talaria.providers.base import ToolCall
 
 MAX_PERIOD = 3
@@ -26,7 +26,7 @@ WARN, REFUSE, STOP = 1, 2, 3
 def signature(call: ToolCall) -> str:
     """Name and arguments, with equal JSON objects spelled the same way."""
     try:
-        arguments = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+        arguments = fastjson.dumps(fastjson.loads(call.arguments or "{}"), sort_keys=True)
     except ValueError:
         arguments = call.arguments
     return f"{call.name} {arguments}"

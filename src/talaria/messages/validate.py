@@ -9,11 +9,12 @@ the way a real endpoint would.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, TypeGuard
+
+from talaria import fastjson
 
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 _CALL_ID_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -40,7 +41,7 @@ def arguments_problem(arguments: object) -> str | None:
 def _string_arguments_problem(arguments: str) -> str | None:
     """Cached: the loop validates the same history (the same argument strings) every call."""
     try:
-        parsed = json.loads(arguments)
+        parsed = fastjson.loads(arguments)
     except (ValueError, RecursionError):
         return "arguments are not valid JSON"
     if not isinstance(parsed, dict):

@@ -8,9 +8,9 @@ the missing ones in one transaction. Never edit a released migration: append a n
 
 from __future__ import annotations
 
-import json
 from typing import Any, Protocol
 
+from talaria import fastjson
 from talaria.store.base import SessionInfo, StoreError, UsageRecord, content_text
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -156,7 +156,7 @@ _TEXT_COLUMNS = ("tool_call_id", "name", "reasoning")
 
 def dumps(value: Any) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return fastjson.dumps(value)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"value is not JSON-serialisable: {exc}") from exc
 
@@ -194,19 +194,19 @@ def decode_message(row: Row) -> dict[str, Any]:
     message: dict[str, Any] = {"role": row["role"]}
     if row["content"] is not None:
         message["content"] = (
-            json.loads(row["content"]) if row["content_is_json"] else row["content"]
+            fastjson.loads(row["content"]) if row["content_is_json"] else row["content"]
         )
     if row["reasoning"] is not None:
         message["reasoning"] = row["reasoning"]
     if row["reasoning_details"] is not None:
-        message["reasoning_details"] = json.loads(row["reasoning_details"])
+        message["reasoning_details"] = fastjson.loads(row["reasoning_details"])
     if row["tool_calls"] is not None:
-        message["tool_calls"] = json.loads(row["tool_calls"])
+        message["tool_calls"] = fastjson.loads(row["tool_calls"])
     for key in ("tool_call_id", "name"):
         if row[key] is not None:
             message[key] = row[key]
     if row["extra"] is not None:
-        message.update(json.loads(row["extra"]))
+        message.update(fastjson.loads(row["extra"]))
     return message
 
 
@@ -241,9 +241,9 @@ def session_info(row: Row) -> SessionInfo:
     """A sessions row (with its `preview` columns) as the `SessionInfo` callers see."""
     preview = row["preview"]
     if preview is not None and row["preview_is_json"]:
-        preview = content_text(json.loads(preview))
+        preview = content_text(fastjson.loads(preview))
     return SessionInfo(
         **{name: row[name] for name in _INFO_FIELDS},
-        usage=json.loads(row["usage"]),
+        usage=fastjson.loads(row["usage"]),
         preview=(preview or "")[:PREVIEW_CHARS],
     )

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import ssl
 import weakref
@@ -28,6 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
+from talaria import fastjson
 from talaria.providers.transport.drain import Drains, read_to_end
 from talaria.providers.transport.http11 import ConnectFailedError, Http11Pool, Target
 
@@ -147,7 +147,7 @@ async def _loop_pools() -> _LoopPools:
 
 
 def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return fastjson.dumpb(body)
 
 
 @contextlib.asynccontextmanager
@@ -316,6 +316,6 @@ async def _status_error(response: StreamedAnswer) -> HTTPStatusError:
 def _decoded(raw: bytes) -> Any:
     text = raw.decode("utf-8", errors="replace")
     try:
-        return json.loads(text)
+        return fastjson.loads(text)
     except ValueError:
         return text

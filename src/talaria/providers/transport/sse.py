@@ -7,10 +7,11 @@ event, any of the three line endings, and OpenAI's ``[DONE]`` sentinel.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+
+from talaria import fastjson
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ async def json_events(chunks: AsyncIterator[bytes]) -> AsyncGenerator[dict[str, 
         if event.data == "[DONE]":
             return
         try:
-            data = json.loads(event.data)
+            data = fastjson.loads(event.data)
         except ValueError as exc:
             raise BadEventError(f"bad stream event: {event.data[:200]}") from exc
         if not isinstance(data, dict):

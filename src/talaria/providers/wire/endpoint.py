@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
+from talaria import fastjson
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import ModelProfile, profile_for
@@ -83,7 +84,7 @@ class EndpointClient(ABC, Generic[R]):
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
         """POST ``body`` to ``path`` and return the decoded JSON answer."""
-        return await http.json_answer(
+        answer = await http.json_answer(
             "POST",
             self.endpoint.url(path),
             self.endpoint.headers,
@@ -91,6 +92,8 @@ class EndpointClient(ABC, Generic[R]):
             seconds=self.timeout,
             params=self.endpoint.params,
         )
+        fastjson.warm()  # for the calls after this one (see talaria.fastjson)
+        return answer
 
     @asynccontextmanager
     async def _events(
@@ -107,6 +110,7 @@ class EndpointClient(ABC, Generic[R]):
             ) as response,
             aclosing(sse.json_events(response.aiter_bytes())) as events,
         ):
+            fastjson.warm()  # the answer has begun: the import delays no request (talaria.fastjson)
             yield events
 
     def _error(
