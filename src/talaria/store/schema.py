@@ -100,6 +100,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX usage_records_time ON usage_records(created_at)",
         "CREATE INDEX usage_records_session ON usage_records(session_id)",
     ),
+    # 4: the search index is brought up to date behind the appends (store/search_index.py);
+    # every message stored so far is indexed already.
+    (
+        """
+        CREATE TABLE search_progress (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            indexed_upto INTEGER NOT NULL
+        )
+        """,
+        "INSERT INTO search_progress (id, indexed_upto) "
+        "SELECT 1, COALESCE(MAX(id), 0) FROM messages",
+    ),
 )
 
 USAGE_BUCKETS = (

@@ -31,8 +31,8 @@ from talaria.store.schema import (
     SCHEMA_VERSION,
     encode_message,
     fts_query,
-    search_body,
 )
+from talaria.store.search_index import has_pending, index_pending
 from talaria.store.sql_base import (
     RANK_WINDOW,
     Dialect,
@@ -48,8 +48,8 @@ _INSERT_MESSAGE = (  # INSERT OR IGNORE: re-appending a stored seq is a no-op
     f"VALUES (:session_id, :seq, :created_at, "
     f"{', '.join(':' + name.strip() for name in MESSAGE_COLUMNS.split(','))})"
 )
-_Row = tuple[int, dict[str, Any], str | None]
-"""(seq, column values, search text) of one message."""
+_Row = tuple[int, dict[str, Any]]
+"""(seq, column values) of one message."""
 _SHARED: dict[tuple[int, str], SQLiteSessionStore] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -63,8 +63,9 @@ INLINE_SLOW = 0.02
 busy moment), stop them for this store."""
 INLINE_STRIKES = 3
 CHECKPOINT_EVERY = 100
-"""Commits between WAL checkpoints. SQLite's own (every 1,000 pages, with two fsyncs) is off,
-so that a commit on the event loop's thread never runs one; they run on the io lane instead."""
+"""Commits between maintenance runs (the search index brought up to date, then a WAL
+checkpoint). SQLite's own checkpoint (every 1,000 pages, with two fsyncs) is off, so that a
+commit on the event loop's thread never runs one; they run on the io lane instead."""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -254,17 +255,21 @@ class SQLiteSessionStore(SqlSessionStore):
         if self._commits % CHECKPOINT_EVERY:
             return
         if on_lane:
-            self._checkpoint()
+            self._maintain()
         else:
             from talaria.offload import lane
 
-            lane("io").start(self._checkpoint, _ignore)
+            lane("io").start(self._maintain, _ignore)
 
-    def _checkpoint(self) -> None:
-        """Copy the WAL into the database without waiting for readers (PASSIVE); another
-        process's open transaction only postpones it to the next one."""
-        with self._lock, contextlib.suppress(sqlite3.Error):
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    def _maintain(self) -> None:
+        """Index the messages appended since the last run, then copy the WAL into the
+        database without waiting for readers (PASSIVE). A busy database or another
+        process's open transaction only postpones either to the next run."""
+        with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._transaction(index_pending)
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _try_now(self, work: Callable[[sqlite3.Connection], None]) -> bool:
         """Commit `work` on the calling thread if that cannot wait: False, with nothing
@@ -349,20 +354,13 @@ class SQLiteSessionStore(SqlSessionStore):
             self._require(conn, session_id)
             if writer is not None:
                 self._take_lease(conn, session_id, writer, renew_only=True)
-            inserted = 0
-            for seq, row, body in rows:
-                cursor = conn.execute(
-                    _INSERT_MESSAGE,
-                    {"session_id": session_id, "seq": seq, "created_at": now, **row},
-                )
-                if cursor.rowcount != 1:
-                    continue
-                inserted += 1
-                if body:
-                    conn.execute(
-                        "INSERT INTO messages_fts (rowid, body) VALUES (?, ?)",
-                        (cursor.lastrowid, body),
-                    )
+            inserted = conn.executemany(  # the search index follows (store/search_index.py)
+                _INSERT_MESSAGE,
+                [
+                    {"session_id": session_id, "seq": seq, "created_at": now, **row}
+                    for seq, row in rows
+                ],
+            ).rowcount
             self._count_messages(conn, session_id, inserted, now)
 
         return work
@@ -392,6 +390,8 @@ class SQLiteSessionStore(SqlSessionStore):
         """Best matches first (bm25, among the newest `RANK_WINDOW` matches). Each hit's
         `context` is the message before it, the message itself and the one after it."""
         expression = fts_query(query)
+        if self._read(has_pending):
+            self._write(index_pending)
 
         def work(conn: sqlite3.Connection) -> list[SearchHit]:
             try:
@@ -427,26 +427,23 @@ class SQLiteSessionStore(SqlSessionStore):
             if self._shared_key is not None and _SHARED.get(self._shared_key) is self:
                 del _SHARED[self._shared_key]
         with self._lock, contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(sqlite3.Error):  # the next opener indexes what is left
+                self._transaction(index_pending)
             self._conn.close()
 
 
 def _rows(items: list[tuple[int, dict[str, Any]]]) -> list[_Row]:
-    return [(seq, encode_message(m), search_body(m)) for seq, m in message_rows(items)]
+    return [(seq, encode_message(m)) for seq, m in message_rows(items)]
 
 
 def _size(rows: list[_Row]) -> int:
     """Characters of text in `rows`: what the commit writes, roughly."""
-    return sum(
-        len(value)
-        for _, row, body in rows
-        for value in (*row.values(), body)
-        if isinstance(value, str)
-    )
+    return sum(len(value) for _, row in rows for value in row.values() if isinstance(value, str))
 
 
 def _ignore(result: object, error: BaseException | None) -> None:
-    """A background checkpoint's outcome: nobody waits for it (`_checkpoint` swallows its
-    SQLite errors; the next one tries again)."""
+    """A background maintenance run's outcome: nobody waits for it (`_maintain` swallows its
+    SQLite errors; the next run tries again)."""
 
 
 def lock_holders(path: str) -> str:
