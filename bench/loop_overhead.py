@@ -7,7 +7,8 @@ Completions) with the history growing to ~300 messages, and runs in its own inte
 runs, on fresh agents, turns of 150, 40 and 2 model calls; the marginal cost of a step is
 (T_n - T_2) / (n - 2), so one-off work (clients, database, system prompt) cancels out. Steps
 41-150 against steps 3-40 show how a step's cost grows with the history. The floor is the
-same request sequence posted with raw httpx streaming and no agent.
+same request sequence posted with raw httpx streaming and no agent; talaria's rounds and the
+floor's alternate, one of each at a time, so that the ratio compares like with like.
 
 Run: python bench/loop_overhead.py [--steps 40 150] [--reps 5] [--peer-reps 3] [--no-peers]
 """
@@ -101,16 +102,40 @@ def side_figures(
 ) -> dict[str, float] | str:
     """The side's figures, or why it has none."""
     try:
-        answer = run_side(side, "loop", url=url, reps=reps, lengths=[*lengths, SHORT])
+        turns = side_turns(side, url, reps, lengths, notes)
     except ReferenceUnavailable as exc:
         notes[side.label] = str(exc)
         return "unavailable"
-    turns = answer["turns"]
+    return step_figures(turns, lengths)
+
+
+def side_turns(
+    side: Side, url: str, reps: int, lengths: list[int], notes: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """`reps` rounds of the side's turns, in one interpreter; their summaries go to `notes`."""
+    answer = run_side(side, "loop", url=url, reps=reps, lengths=[*lengths, SHORT])
+    turns: list[dict[str, Any]] = answer["turns"]
     check_turns(side.label, turns, lengths[-1])
-    notes[f"{side.label} turns"] = [_summary(t) for t in turns]
+    notes.setdefault(f"{side.label} turns", []).extend(_summary(t) for t in turns)
     if "stored_messages" in answer:
         notes[f"messages {side.label} stored in its session database"] = answer["stored_messages"]
-    return step_figures(turns, lengths)
+    return turns
+
+
+def talaria_and_floor(
+    url: str, reps: int, lengths: list[int], notes: dict[str, Any]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """talaria's figures and the floor's, from rounds that alternate between the two: a slow
+    minute of a shared machine then weighs on both sides of the ratio, not on one."""
+    ours: list[dict[str, Any]] = []
+    floor: list[dict[str, Any]] = []
+    for _ in range(reps):
+        try:
+            ours += side_turns(TALARIA, url, 1, lengths, notes)
+        except ReferenceUnavailable as exc:
+            raise RuntimeError(f"talaria's side failed: {exc}") from None
+        floor += floor_turns(url, 1, [*lengths, SHORT])
+    return step_figures(ours, lengths), step_figures(floor, lengths)
 
 
 def run(
@@ -124,8 +149,7 @@ def run(
         "statistic": "median",
     }
     with ProviderProcess(tool_loop_plan(steps[-1])) as provider:
-        ours = side_figures(TALARIA, provider.url, reps, steps, notes)
-        floor = step_figures(floor_turns(provider.url, reps, [*steps, SHORT]), steps)
+        ours, floor = talaria_and_floor(provider.url, reps, steps, notes)
         theirs = {
             side.label: side_figures(side, provider.url, peer_reps, steps, notes)
             if peers
@@ -133,8 +157,6 @@ def run(
             for side in PEERS
         }
     notes["requests the provider served"] = provider.stats.get("requests")
-    if isinstance(ours, str):
-        raise RuntimeError(f"talaria's side failed: {notes.get('talaria')}")
     rows = [
         _row(f"marginal wall time per step, steps 3-{n}", f"wall {n}", ours, floor, theirs)
         for n in steps

@@ -29,6 +29,8 @@ WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 """The message keys the API knows; reasoning and replay state are ours and never sent."""
 TOOL_RESULT_KEYS = ("role", "content", "tool_call_id")
 """A tool result takes no `name`: strict endpoints reject it there."""
+_WIRE_KEYSET = frozenset(WIRE_KEYS)
+_TOOL_RESULT_KEYSET = frozenset(TOOL_RESULT_KEYS)
 DEFAULT_PROFILE = ModelProfile()
 """A compatible server with no known quirks."""
 
@@ -124,9 +126,15 @@ def tool_fields(
 
 
 def wire_message(message: Message) -> dict[str, Any]:
-    """A canonical message with only the keys the API accepts."""
-    keys = TOOL_RESULT_KEYS if message.get("role") == "tool" else WIRE_KEYS
-    return {key: message[key] for key in keys if key in message}
+    """A canonical message with only the keys the API accepts: the message itself when it
+    has no others (most do; a body is encoded, never changed, so sharing is safe and the
+    history is not copied at every step)."""
+    tool = message.get("role") == "tool"
+    if message.keys() <= (_TOOL_RESULT_KEYSET if tool else _WIRE_KEYSET):
+        return message
+    return {
+        key: message[key] for key in (TOOL_RESULT_KEYS if tool else WIRE_KEYS) if key in message
+    }
 
 
 def usage_from_openai(usage: dict[str, Any] | None) -> Usage:
