@@ -7,11 +7,13 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 import talaria.offload
+from talaria.store import sqlite as sqlite_store
 from talaria.store.schema import MIGRATIONS
 from talaria.store.sqlite import CHECKPOINT_EVERY, SQLiteSessionStore
 
@@ -140,4 +142,27 @@ def test_in_place_commits_hand_the_catch_up_to_the_io_lane(
         assert store.try_append_messages("s1", [(seq, _user(f"in place {seq}"))])
     assert handed == [store._maintain]
     assert _indexed_rows(tmp_path / "state.db") == 0
+    store.close()
+
+
+def test_a_search_while_another_process_writes_answers_from_the_index_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "LOCK_POLL", 30.0)  # a wait for the lock would show
+    store = SQLiteSessionStore(tmp_path / "state.db", lock_timeout=60)
+    store.create_session("s1")
+    store.append_messages("s1", [(0, _user("first pelican"))])
+    assert [hit.message_seq for hit in store.search("pelican")] == [0]
+    store.append_messages("s1", [(1, _user("second pelican"))])
+    holder = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    try:
+        during = [hit.message_seq for hit in store.search("pelican")]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert time.monotonic() - started < 15
+    assert during == [0], "what was indexed, without waiting for the other writer"
+    assert sorted(hit.message_seq for hit in store.search("pelican")) == [0, 1]
     store.close()

@@ -200,3 +200,16 @@ def test_background_processes_follow_the_conversation_into_a_new_session(tmp_pat
     assert process_id in process("list", after)
     assert process("list", before) == "No background processes."
     assert "stopped" in process("kill", after, id=process_id)
+
+
+def test_the_terminal_is_offered_only_where_bash_is_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (terminal_tool,) = [t for t in builtin_tools() if t.name == "terminal"]
+    assert terminal_tool.available()
+    not_executable = tmp_path / "bash"
+    not_executable.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not terminal_tool.available(), "a bash that cannot run is no bash"
+    not_executable.chmod(0o755)
+    assert terminal_tool.available()

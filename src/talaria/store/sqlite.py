@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -212,7 +211,7 @@ class SQLiteSessionStore(SqlSessionStore):
                         f"{self.lock_timeout:g} s (store.lock_timeout): another process "
                         f"{lock_holders(self.path)}is writing to it"
                     ) from None
-                time.sleep(min(left, 0.02 * 2 ** min(attempt, 5) * random.uniform(0.5, 1.5)))
+                time.sleep(min(left, 0.02 * 2 ** min(attempt, 5) * _jitter()))
             except sqlite3.Error as exc:
                 raise storage_fault(self.path, exc) from None
 
@@ -278,6 +277,21 @@ class SQLiteSessionStore(SqlSessionStore):
             return False
         started = time.monotonic()
         try:
+            if not self._unless_busy(work):
+                return False
+        finally:
+            self._lock.release()
+        self._slow = self._slow + 1 if time.monotonic() - started > INLINE_SLOW else 0
+        if self._slow >= INLINE_STRIKES:
+            self._inline = False
+        self._locked_out = False
+        self._after_commit(on_lane=False)
+        return True
+
+    def _unless_busy(self, work: Callable[[sqlite3.Connection], object]) -> bool:
+        """Under `_lock`: `work` in a transaction if no other process holds the database;
+        False, with nothing written, if one does."""
+        try:
             self._conn.execute("PRAGMA busy_timeout = 0")
             try:
                 self._transaction(work)
@@ -289,13 +303,6 @@ class SQLiteSessionStore(SqlSessionStore):
             raise storage_fault(self.path, exc) from None
         except sqlite3.Error as exc:
             raise storage_fault(self.path, exc) from None
-        finally:
-            self._lock.release()
-        self._slow = self._slow + 1 if time.monotonic() - started > INLINE_SLOW else 0
-        if self._slow >= INLINE_STRIKES:
-            self._inline = False
-        self._locked_out = False
-        self._after_commit(on_lane=False)
         return True
 
     # -- sessions -----------------------------------------------------------------------
@@ -391,7 +398,8 @@ class SQLiteSessionStore(SqlSessionStore):
         `context` is the message before it, the message itself and the one after it."""
         expression = fts_query(query)
         if self._read(has_pending):
-            self._write(index_pending)
+            with self._lock:  # another process writing: search what is indexed, not wait
+                self._unless_busy(index_pending)
 
         def work(conn: sqlite3.Connection) -> list[SearchHit]:
             try:
@@ -439,6 +447,13 @@ def _rows(items: list[tuple[int, dict[str, Any]]]) -> list[_Row]:
 def _size(rows: list[_Row]) -> int:
     """Characters of text in `rows`: what the commit writes, roughly."""
     return sum(len(value) for _, row in rows for value in row.values() if isinstance(value, str))
+
+
+def _jitter() -> float:
+    """A factor in [0.5, 1.5); `random` is imported only when a lock is met."""
+    import random
+
+    return random.uniform(0.5, 1.5)
 
 
 def _ignore(result: object, error: BaseException | None) -> None:

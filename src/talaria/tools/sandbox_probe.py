@@ -9,7 +9,6 @@ bwrap exists".
 from __future__ import annotations
 
 import functools
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ def sandbox_support() -> SandboxSupport:
     """Whether bubblewrap can start a confined command here (cached for the process)."""
     if not sys.platform.startswith("linux"):
         return SandboxSupport(False, None, f"no sandbox on {sys.platform} (Linux bubblewrap only)")
+    import shutil  # with its archive modules, 7 ms at start-up
+
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return SandboxSupport(False, None, "bubblewrap (bwrap) is not installed")

@@ -8,7 +8,6 @@ keeping its own list. `RetryPolicy` is the one backoff schedule: the SDK clients
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -53,6 +52,13 @@ def action_for(kind: ErrorKind) -> Action:
     return ACTIONS.get(kind, Action.FAIL)
 
 
+def _random() -> float:
+    """`random.random`, imported at the first retry: at start-up the import costs 4 ms."""
+    import random
+
+    return random.random()
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Jittered exponential backoff, capped, that defers to the server's Retry-After."""
@@ -61,7 +67,7 @@ class RetryPolicy:
     """Attempts per provider and call, the first one included."""
     base_delay: float = 1.0
     max_delay: float = 30.0
-    rng: Callable[[], float] = field(default=random.random, compare=False, repr=False)
+    rng: Callable[[], float] = field(default=_random, compare=False, repr=False)
     """The randomness seam (invariant 7): a float in [0, 1)."""
 
     @classmethod

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -371,6 +370,8 @@ def search_files(pattern: str, ctx: ToolContext, path: str = ".", target: str = 
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+        import shutil
+
         rg = shutil.which("rg")
         found = _grep_rg(rg, pattern, root, ctx) if rg else _grep_python(regex, root, ctx)
     else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -127,6 +126,8 @@ class ProcessRegistry:
         for process in processes:
             self.kill(process)
         if log_dir is not None:
+            import shutil
+
             shutil.rmtree(log_dir, ignore_errors=True)
 
 
