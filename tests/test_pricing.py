@@ -10,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from talaria.providers.base import Usage
 from talaria.providers.pricing import estimate_cost
@@ -22,6 +24,58 @@ MILLION = 1_000_000
 def test_known_model_is_priced_per_million_tokens() -> None:
     usage = Usage(input_tokens=MILLION, output_tokens=MILLION)
     assert estimate_cost("gpt-4.1", usage, "openai") == pytest.approx(2.0 + 8.0)
+
+
+def _catalogue(model: str, usage: Usage, provider: str) -> float:
+    """The catalogue's own answer, asked the slow way for every call."""
+    from genai_prices import Usage as CatalogueUsage
+    from genai_prices import calc_price
+
+    counted = CatalogueUsage(
+        input_tokens=usage.prompt_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        output_tokens=usage.output_tokens,
+    )
+    return float(calc_price(counted, model, provider_id=provider).total_price)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.sampled_from(
+        [
+            ("gpt-4o-mini", "openai"),
+            ("gpt-4.1", "openai"),
+            ("claude-sonnet-4-5", "anthropic"),  # tiered: past 200k tokens every token costs more
+            ("gemini-2.5-pro", "google"),  # tiered too
+            ("anthropic/claude-sonnet-4", "openrouter"),
+        ]
+    ),
+    fresh=st.integers(0, 400_000),
+    read=st.integers(0, 150_000),
+    written=st.integers(0, 50_000),
+    output=st.integers(0, 30_000),
+)
+def test_every_call_costs_what_the_catalogue_says(
+    model: tuple[str, str], fresh: int, read: int, written: int, output: int
+) -> None:
+    usage = Usage(
+        input_tokens=fresh, cache_read_tokens=read, cache_write_tokens=written, output_tokens=output
+    )
+    name, provider = model
+    assert estimate_cost(name, usage, provider) == pytest.approx(
+        _catalogue(name, usage, provider), rel=1e-12, abs=1e-15
+    )
+
+
+def test_a_tiered_price_jumps_where_the_catalogue_says() -> None:
+    below = Usage(input_tokens=199_000)
+    above = Usage(input_tokens=201_000)
+    cost_below = estimate_cost("claude-sonnet-4-5", below, "anthropic")
+    cost_above = estimate_cost("claude-sonnet-4-5", above, "anthropic")
+    assert cost_below is not None and cost_above is not None
+    assert cost_above / 201_000 > cost_below / 199_000 * 1.5  # the whole prompt pays more
+    assert cost_above == _catalogue("claude-sonnet-4-5", above, "anthropic")
 
 
 def test_cached_input_is_cheaper_than_fresh_input() -> None:

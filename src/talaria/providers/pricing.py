@@ -8,6 +8,7 @@ cost is first asked for, which keeps ``import talaria`` fast.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from talaria.providers.base import Usage
 from talaria.providers.profiles import ModelProfile, profile_for
@@ -41,26 +42,105 @@ def estimate_cost(
         for lookup in _candidates(model, _CATALOGUE_IDS.get(name, name or None))
         if lookup not in _UNKNOWN
     ]
-    if not lookups:
-        return None
-    from genai_prices import Usage as CatalogueUsage
-    from genai_prices import calc_price
+    for lookup in lookups:
+        try:
+            return _priced(lookup, usage)
+        except LookupError:
+            _UNKNOWN.add(lookup)
+    return None
 
-    counted = CatalogueUsage(
+
+def _priced(lookup: tuple[str, str | None], usage: Usage) -> float:
+    """The catalogue's price of `usage`; LookupError when it does not know the model."""
+    linear = _linear_price(*lookup)
+    if linear is None or usage.total_tokens >= linear.below:
+        from genai_prices import calc_price
+
+        model_ref, provider_id = lookup
+        return float(calc_price(_counted(usage), model_ref, provider_id=provider_id).total_price)
+    counts = (
+        usage.input_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.output_tokens,
+    )
+    return linear.fee + sum(rate * n for rate, n in zip(linear.per_token, counts, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class _LinearPrice:
+    """A catalogue price as a request fee plus a price per token of each bucket (input,
+    cache read, cache write, output), valid for calls of fewer than `below` tokens in all."""
+
+    fee: float
+    per_token: tuple[float, float, float, float]
+    below: float
+
+
+_LINEAR: dict[int, tuple[object, _LinearPrice | None]] = {}
+"""Per catalogue price (by identity; the price is kept so that its id stays its own)."""
+_PROBE = 1_000
+"""Tokens per bucket the per-token prices are read at: far below any tier's start."""
+
+
+def _linear_price(model_ref: str, provider_id: str | None) -> _LinearPrice | None:
+    """The price now in force for the model, as a linear one: the catalogue prices each
+    call through its unit registry, about 0.2 ms, and a turn asks at every model call. Tiered
+    prices (a prompt past a threshold pays another rate for every token) are linear below
+    their first tier. None (ask the catalogue every time) when the catalogue's internals are
+    not what this reads, or its answers are not linear."""
+    from datetime import UTC, datetime
+
+    from genai_prices import data_snapshot
+    from genai_prices.types import TieredPrices
+
+    try:
+        snapshot = data_snapshot.get_snapshot()
+        _, model = snapshot.find_provider_model(model_ref, None, provider_id, None)
+        price = model.get_prices(datetime.now(tz=UTC))
+        known = _LINEAR.get(id(price))
+        if known is not None and known[0] is price:
+            return known[1]
+        starts = [
+            tier.start
+            for value in vars(price).values()
+            if isinstance(value, TieredPrices)
+            for tier in value.tiers
+        ]
+        below = min(starts, default=float("inf"))
+        linear = _probe(price, below) if below > 10 * _PROBE else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+    _LINEAR[id(price)] = (price, linear)
+    return linear
+
+
+def _probe(price: object, below: float) -> _LinearPrice | None:
+    """Read the fee and the per-token prices off the catalogue's own answers for `_PROBE`
+    tokens of each bucket; None unless all four at once cost their sum."""
+    buckets = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+
+    def cost(**tokens: int) -> float:
+        counted = _counted(Usage(**tokens))
+        return float(price.calc_price(counted)["total_price"])  # type: ignore[attr-defined]
+
+    fee = cost()
+    a, b, c, d = ((cost(**{bucket: _PROBE}) - fee) / _PROBE for bucket in buckets)
+    together = cost(**dict.fromkeys(buckets, _PROBE))
+    if abs(together - (fee + _PROBE * (a + b + c + d))) > 1e-9 * max(1.0, together):
+        return None
+    return _LinearPrice(fee, (a, b, c, d), below)
+
+
+def _counted(usage: Usage) -> object:
+    from genai_prices import Usage as CatalogueUsage
+
+    return CatalogueUsage(
         input_tokens=usage.prompt_tokens,
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         output_tokens=usage.output_tokens,
     )
-    for lookup in lookups:
-        model_ref, provider_id = lookup
-        try:
-            price = calc_price(counted, model_ref, provider_id=provider_id)
-        except LookupError:
-            _UNKNOWN.add(lookup)
-            continue
-        return float(price.total_price)
-    return None
 
 
 def _candidates(model: str, provider_id: str | None) -> Iterator[tuple[str, str | None]]:
