@@ -30,10 +30,7 @@ def stdlib(value: Any, **options: Any) -> str:
 
 
 JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
-    | st.text(),
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(),
     lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
     max_leaves=30,
 )
@@ -61,7 +58,7 @@ def test_request_shaped_bodies_are_spelled_as_the_standard_library_spells_them(m
     body = {
         "model": "m",
         "messages": [
-            {"role": "user", "content": "naïve \u2028 \x00 \"quoted\" \\ / 日本"},
+            {"role": "user", "content": 'naïve \u2028 \x00 "quoted" \\ / 日本'},
             {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]},
         ],
         "temperature": 0.2,
