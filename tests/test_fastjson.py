@@ -20,6 +20,7 @@ from talaria import fastjson
 @pytest.fixture(params=["standard library", "orjson"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setattr(fastjson, "_orjson", None)
+    monkeypatch.setattr(fastjson, "_tried", False)
     if request.param == "orjson":
         fastjson.warm()
     yield request.param
@@ -39,19 +40,18 @@ JSON_VALUES = st.recursive(
 @given(value=JSON_VALUES)
 def test_values_read_back_as_they_were_in_both_modes(value: Any) -> None:
     for loaded in (False, True):
-        saved = fastjson._orjson
+        saved = fastjson._orjson, fastjson._tried
         try:
+            fastjson._orjson, fastjson._tried = None, False
             if loaded:
                 fastjson.warm()
-            else:
-                fastjson._orjson = None
             text = fastjson.dumps(value)
             assert text == stdlib(value)  # no floats here: the text is the same byte for byte
             assert fastjson.dumpb(value) == text.encode()
             assert fastjson.loads(text) == value
             assert fastjson.loads(text.encode()) == value
         finally:
-            fastjson._orjson = saved
+            fastjson._orjson, fastjson._tried = saved
 
 
 def test_request_shaped_bodies_are_spelled_as_the_standard_library_spells_them(mode: str) -> None:
@@ -100,6 +100,16 @@ def test_text_that_is_not_json_raises_the_standard_librarys_error(mode: str) -> 
 
 def _refuse(name: str) -> Any:
     raise ValueError(f"constant {name}")
+
+
+def test_without_orjson_the_standard_library_does_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fastjson, "_orjson", None)
+    monkeypatch.setattr(fastjson, "_tried", False)
+    monkeypatch.setitem(sys.modules, "orjson", None)  # what an import of a missing module meets
+    fastjson.warm()
+    assert fastjson._orjson is None
+    assert fastjson.dumps({"a": [1, "é"]}) == '{"a":[1,"é"]}'
+    assert fastjson.loads(b'{"a": 1}') == {"a": 1}
 
 
 def test_importing_talaria_does_not_load_orjson() -> None:

@@ -23,16 +23,23 @@ from types import ModuleType
 from typing import Any
 
 _orjson: ModuleType | None = None
+_tried = False
 _OPTIONS = 0
 _SORTED = 0
 
 
 def warm() -> None:
-    """Load orjson for every later call (idempotent, cheap after the first)."""
-    global _orjson, _OPTIONS, _SORTED
-    if _orjson is not None:
+    """Load orjson for every later call (idempotent, cheap after the first). Where it is
+    missing (talaria installed without its dependencies), the standard library does the
+    work."""
+    global _orjson, _OPTIONS, _SORTED, _tried
+    if _tried:
         return
-    import orjson
+    _tried = True
+    try:
+        import orjson
+    except ImportError:
+        return
 
     # keys as the standard library spells them; dataclasses and datetimes are not JSON
     # values there, so they are not here either

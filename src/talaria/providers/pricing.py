@@ -109,7 +109,9 @@ def _linear_price(model_ref: str, provider_id: str | None) -> _LinearPrice | Non
         ]
         below = min(starts, default=float("inf"))
         linear = _probe(price, below) if below > 10 * _PROBE else None
-    except (AttributeError, TypeError, ValueError):
+    except LookupError:
+        raise
+    except Exception:  # the catalogue's internals moved: ask it the slow way
         return None
     _LINEAR[id(price)] = (price, linear)
     return linear
