@@ -289,3 +289,22 @@ def test_version_loads_none_of_the_heavy_libraries():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["talaria 0.1.0", "[]"]
+
+
+@pytest.mark.parametrize("columns", ["50", "100", "240"])
+def test_chat_help_wraps_to_the_terminal_as_argparse_would(
+    columns: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import talaria.cli.main as cli_main
+
+    monkeypatch.setenv("COLUMNS", columns)
+
+    def shown() -> str:
+        with pytest.raises(SystemExit):
+            cli_main.build_parser("chat").parse_args(["chat", "--help"])
+        return capsys.readouterr().out
+
+    ours = shown()
+    monkeypatch.setattr(cli_main, "_HelpFormatter", argparse.RawDescriptionHelpFormatter)
+    assert ours == shown()
+    assert "--output-format" in ours

@@ -54,9 +54,11 @@ NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
     "importlib.metadata",
     "zipfile",
     "csv",
-    # what later steps need: a background process (ctypes), random ids (os.urandom does)
+    # what later steps need: a background process (ctypes), random ids (os.urandom does),
+    # orjson (it loads uuid; talaria.fastjson waits for the first answer)
     "ctypes",
     "uuid",
+    "orjson",
     # other commands' parts of the command line (a one-shot builds only `chat`'s)
     "talaria.cli.mcp_cmd",
     "talaria.cli.durable_cmd",

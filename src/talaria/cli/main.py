@@ -103,6 +103,29 @@ def _add_chat_options(chat: argparse.ArgumentParser) -> None:
     add_temporal_options(chat)
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The help layout of `talaria` and `talaria chat`, given the terminal's width: left to
+    find it, argparse imports shutil (with its archive modules, 5 ms of every one-shot) as it
+    builds the parser."""
+
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("width", _columns() - 2)
+        super().__init__(prog, *args, **kwargs)
+
+
+def _columns() -> int:
+    """What `shutil.get_terminal_size` says: $COLUMNS, else the terminal's width, else 80."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size((sys.__stdout__ or sys.stdout).fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or only `command`'s part of it: that is all a run of `command`
     parses, and building every command's options costs a one-shot milliseconds."""
@@ -110,7 +133,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="talaria",
         description="A Python agent runtime.",
         epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"talaria {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -125,7 +148,7 @@ def _add_chat(commands: Any) -> None:
         "chat",
         help="talk to the agent (interactive, or -p one shot)",
         epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     _add_chat_options(chat)
 
