@@ -164,8 +164,8 @@ def project(
 ) -> Path:
     """A small tree, searched by each engine: the answers must not depend on which runs."""
     if request.param == "builtin":
-        monkeypatch.setattr(files.shutil, "which", lambda name: None)
-    elif files.shutil.which("rg") is None:
+        monkeypatch.setattr(files, "ripgrep", lambda: None)
+    elif files.ripgrep() is None:
         if os.environ.get("CI") == "true":
             pytest.fail("ripgrep is missing: .ci/run installs it with apt")
         pytest.skip("ripgrep is not installed here (.ci/run installs it)")

@@ -100,7 +100,7 @@ def test_searching_the_project_never_shows_secret_files(
     (setup["work"] / "prod.env").write_text(f"DB_PASSWORD={DB_PASSWORD}\n")
     (setup["work"] / "notes.md").write_text("DB_PASSWORD is in the vault\n")
     if not ripgrep:
-        monkeypatch.setattr(files.shutil, "which", lambda name: None)  # the Python fallback
+        monkeypatch.setattr(files, "ripgrep", lambda: None)  # the Python fallback
     provider.add(
         calls(("search_files", {"pattern": "DB_PASSWORD"})),
         calls(("search_files", {"pattern": "DB_PASSWORD", "path": ".env"})),

@@ -358,6 +358,13 @@ def _find_names(pattern: str, root: Path, ctx: ToolContext) -> list[str]:
     return found
 
 
+def ripgrep() -> str | None:
+    """Where `rg` is, if installed (content searches use it; without it, a Python scan)."""
+    import shutil  # with its archive modules, 7 ms: not at every start
+
+    return shutil.which("rg")
+
+
 def search_files(pattern: str, ctx: ToolContext, path: str = ".", target: str = "content") -> str:
     """Regex search in file contents, or a name search for files."""
     root = resolve_path(path, ctx.cwd)
@@ -370,9 +377,7 @@ def search_files(pattern: str, ctx: ToolContext, path: str = ".", target: str = 
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
-        import shutil
-
-        rg = shutil.which("rg")
+        rg = ripgrep()
         found = _grep_rg(rg, pattern, root, ctx) if rg else _grep_python(regex, root, ctx)
     else:
         raise ToolError(f"target must be 'content' or 'files', not {target!r}")
