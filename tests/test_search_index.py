@@ -166,3 +166,22 @@ def test_a_search_while_another_process_writes_answers_from_the_index_as_it_is(
     assert during == [0], "what was indexed, without waiting for the other writer"
     assert sorted(hit.message_seq for hit in store.search("pelican")) == [0, 1]
     store.close()
+
+
+def test_a_search_that_cannot_write_the_index_answers_from_it_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteSessionStore(tmp_path / "state.db")
+    store.create_session("s1")
+    store.append_messages("s1", [(0, _user("an indexed heron"))])
+    assert [hit.message_seq for hit in store.search("heron")] == [0]
+    store.append_messages("s1", [(1, _user("a pending heron"))])
+
+    def read_only(conn: sqlite3.Connection) -> int:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(sqlite_store, "index_pending", read_only)
+    assert [hit.message_seq for hit in store.search("heron")] == [0]
+    monkeypatch.undo()
+    assert sorted(hit.message_seq for hit in store.search("heron")) == [0, 1]
+    store.close()

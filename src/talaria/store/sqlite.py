@@ -398,7 +398,9 @@ class SQLiteSessionStore(SqlSessionStore):
         `context` is the message before it, the message itself and the one after it."""
         expression = fts_query(query)
         if self._read(has_pending):
-            with self._lock:  # another process writing: search what is indexed, not wait
+            # another process writing, or a file this process may only read: search what is
+            # indexed rather than wait or fail
+            with self._lock, contextlib.suppress(StoreError):
                 self._unless_busy(index_pending)
 
         def work(conn: sqlite3.Connection) -> list[SearchHit]:
