@@ -52,22 +52,14 @@ def warm() -> None:
 
 def dumpb(value: Any, *, sort_keys: bool = False) -> bytes:
     """`value` as compact UTF-8 JSON bytes; TypeError or ValueError as `json.dumps` raises."""
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(value, option=_SORTED if sort_keys else _OPTIONS)
-        except TypeError:
-            pass
-    return _stdlib(value, sort_keys).encode()
+    fast = _fast(value, sort_keys)
+    return fast if fast is not None else _stdlib(value, sort_keys).encode()
 
 
 def dumps(value: Any, *, sort_keys: bool = False) -> str:
     """`value` as compact JSON text; TypeError or ValueError as `json.dumps` raises."""
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(value, option=_SORTED if sort_keys else _OPTIONS).decode()
-        except TypeError:
-            pass
-    return _stdlib(value, sort_keys)
+    fast = _fast(value, sort_keys)
+    return fast.decode() if fast is not None else _stdlib(value, sort_keys)
 
 
 def loads(text: str | bytes, **stdlib: Any) -> Any:
@@ -79,6 +71,17 @@ def loads(text: str | bytes, **stdlib: Any) -> Any:
         except _orjson.JSONDecodeError:
             pass
     return json.loads(text, **stdlib)
+
+
+def _fast(value: Any, sort_keys: bool) -> bytes | None:
+    """orjson's bytes for `value`; None when it is not loaded or refuses the value."""
+    if _orjson is None:
+        return None
+    try:
+        encoded: bytes = _orjson.dumps(value, option=_SORTED if sort_keys else _OPTIONS)
+    except TypeError:
+        return None
+    return encoded
 
 
 def _stdlib(value: Any, sort_keys: bool) -> str:
