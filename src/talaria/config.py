@@ -12,12 +12,13 @@ import copy
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from talaria.config_schema import ConfigError, defaults, problems, suggestion
 from talaria.config_schema import unknown_keys as schema_unknown_keys
+from talaria.values import mutable
 
 __all__ = ["DEFAULTS", "Config", "ConfigError", "default_home", "set_config_value"]
 
@@ -94,7 +95,7 @@ def _environment_layer(env: Mapping[str, str]) -> dict[str, Any]:
     return layer
 
 
-@dataclass
+@mutable
 class Config:
     """Merged settings with dotted access (`config.get("compression.threshold")`)."""
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from talaria.values import frozen
 
 API_MODES = ("chat_completions", "codex_responses", "anthropic_messages")
 
@@ -23,7 +24,7 @@ class ConfigError(ValueError):
     """The configuration cannot be used as written (one line: where, which key, what is wrong)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Rule:
     """What one key accepts: `check` returns None when the value is fine, else what it
     expected (`None` is accepted only where the default is None: "not set")."""
@@ -266,7 +267,7 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Problem:
     """One setting that cannot be used, said as one line."""
 

@@ -7,38 +7,14 @@ The engine emits these and nothing else; the seed's callbacks are adapters over 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import field
+from typing import Any
+
+from talaria.values import frozen
 
 
-class _Event:
-    """What `dataclass` would write into every event class, written once: its `exec` of
-    generated code is most of the cost of creating a class on Python 3.11, and sixteen
-    frozen events paid it six times each at `import talaria`. Equality, hashing and the repr
-    are the generated ones', field by field; `__init__` and the frozen `__setattr__` are still
-    generated (the loop builds events at every step)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__dataclass_fields__)
-        return f"{type(self).__qualname__}({shown})"
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(
-            getattr(self, name) == getattr(other, name) for name in self.__dataclass_fields__
-        )
-
-    def __hash__(self) -> int:
-        return hash(tuple(getattr(self, name) for name in self.__dataclass_fields__))
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class TurnStarted(_Event):
+@frozen(slots=True)
+class TurnStarted:
     """A turn began: the user's message is in the session."""
 
     task_id: str
@@ -46,44 +22,44 @@ class TurnStarted(_Event):
     user_message: str
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class StatusChanged(_Event):
+@frozen(slots=True)
+class StatusChanged:
     """thinking | streaming | executing_tools | compressing | retrying | fallback | idle"""
 
     status: str
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ThinkingStarted(_Event):
+@frozen(slots=True)
+class ThinkingStarted:
     """A model call of the turn began (iteration counts from 1)."""
 
     iteration: int
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ThinkingStopped(_Event):
+@frozen(slots=True)
+class ThinkingStopped:
     """That model call's answer is complete."""
 
     iteration: int
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class TextDelta(_Event):
+@frozen(slots=True)
+class TextDelta:
     """A piece of the answer as it streams in."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ReasoningDelta(_Event):
+@frozen(slots=True)
+class ReasoningDelta:
     """A piece of the model's visible reasoning as it streams in."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ToolCallGenerated(_Event):
+@frozen(slots=True)
+class ToolCallGenerated:
     """A tool call was parsed from the model's output (its arguments may still be arriving)."""
 
     index: int
@@ -91,8 +67,8 @@ class ToolCallGenerated(_Event):
     name: str
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ToolStarted(_Event):
+@frozen(slots=True)
+class ToolStarted:
     """A tool call is about to run, with the arguments it runs with."""
 
     call_id: str
@@ -101,8 +77,8 @@ class ToolStarted(_Event):
     phase: str = "start"
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ToolFinished(_Event):
+@frozen(slots=True)
+class ToolFinished:
     """A tool call ended; `result` is what the model will read."""
 
     call_id: str
@@ -113,8 +89,8 @@ class ToolFinished(_Event):
     phase: str = "end"
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ApprovalRequested(_Event):
+@frozen(slots=True)
+class ApprovalRequested:
     """A tool call needs a human's yes. Answer with `agent.respond(request_id, decision)`,
     decision one of `choices`; a `session`/`always` grant remembers `pattern` (the exact command
     or path the user was shown, never a whole class of commands)."""
@@ -130,8 +106,8 @@ class ApprovalRequested(_Event):
     kind: str = "approval"
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class ClarifyRequested(_Event):
+@frozen(slots=True)
+class ClarifyRequested:
     """The model asks the user a question. Answer with `agent.respond(request_id, text)`."""
 
     request_id: str
@@ -141,8 +117,8 @@ class ClarifyRequested(_Event):
     kind: str = "clarify"
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class RequestResolved(_Event):
+@frozen(slots=True)
+class RequestResolved:
     """A pending request got its answer (from any front end)."""
 
     request_id: str
@@ -150,8 +126,8 @@ class RequestResolved(_Event):
     answer: str
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class RequestWithdrawn(_Event):
+@frozen(slots=True)
+class RequestWithdrawn:
     """A pending request lapsed without an answer; every front end clears its prompt.
     reason: timeout | interrupted | turn_ended."""
 
@@ -160,8 +136,8 @@ class RequestWithdrawn(_Event):
     reason: str
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class StepFinished(_Event):
+@frozen(slots=True)
+class StepFinished:
     """One model call and the tools it asked for are done."""
 
     iteration: int
@@ -170,8 +146,8 @@ class StepFinished(_Event):
     text: str | None = None
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class Notice(_Event):
+@frozen(slots=True)
+class Notice:
     """Something the user should know that is not part of the answer (a retry, a fallback,
     a repaired history, a refused memory write)."""
 
@@ -179,8 +155,8 @@ class Notice(_Event):
     message: str
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)  # see _Event
-class TurnFinished(_Event):
+@frozen(slots=True)
+class TurnFinished:
     """The turn ended; `exit_reason` says how (text_response, interrupted, failed:..., ...)."""
 
     exit_reason: str

@@ -21,8 +21,9 @@ import contextvars
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from talaria.values import mutable
 
 T = TypeVar("T")
 
@@ -38,7 +39,7 @@ Deliver = Callable[[Any, BaseException | None], None]
 """How a worker hands back a job's outcome: (result, None) or (None, the exception)."""
 
 
-@dataclass(slots=True, eq=False)
+@mutable(slots=True, eq=False)
 class _Job:
     """One blocking call waiting for a worker of a lane."""
 

@@ -10,7 +10,6 @@ read-only | workspace-write | full-access, `session/set_config_option`), not a m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from acp.schema import (
@@ -23,6 +22,7 @@ from acp.schema import (
 from talaria.acp.describe import EDIT_TOOLS
 from talaria.tools.approval import ApprovalState
 from talaria.tools.sandbox import SANDBOX_MODES
+from talaria.values import mutable
 
 ASK, ACCEPT_EDITS, YOLO = "ask", "accept-edits", "yolo"
 
@@ -42,7 +42,7 @@ MODES = (
 MODE_IDS = tuple(mode.id for mode in MODES)
 
 
-@dataclass
+@mutable
 class ModeSwitch:
     """One session's mode: sets the agent's approval mode, and pre-approves edits through
     a `pre_tool_call` hook (the agent's own plugin seam) in accept-edits."""

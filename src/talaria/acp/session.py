@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from talaria.acp.updates import CallNotes, EventTranslator, history_updates, tex
 from talaria.agent import Agent
 from talaria.events import ApprovalRequested, Event, RequestWithdrawn
 from talaria.tools.sandbox import SANDBOX_MODES
+from talaria.values import frozen
 
 log = logging.getLogger("talaria.acp")
 
@@ -47,7 +48,7 @@ DECISIONS = {
 """talaria keeps no deny rules, so "always reject" rejects this call and the model is told."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionSettings:
     """What every session of this server shares (from the command line and the config)."""
 

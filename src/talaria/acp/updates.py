@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from acp.schema import (
 from talaria import events as ev
 from talaria.acp.describe import EDIT_TOOLS, describe_call
 from talaria.tools.builtin.files import resolve_path
+from talaria.values import frozen, mutable
 
 SHOWN_RESULT_CHARS = 20_000
 SNAPSHOT_BYTES = 2_000_000
@@ -41,14 +42,14 @@ Update = Any
 ToolContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Edit:
     path: str
     old: str | None
     new: str
 
 
-@dataclass
+@mutable
 class CallNotes:
     """What editor-side tools learned while running a call: the edit they made through the
     client (so the diff is of the editor's buffer) and the client terminal they ran in."""

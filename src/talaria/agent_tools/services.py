@@ -8,17 +8,18 @@ agent. The loop updates `session_id` when compression starts a child session.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from talaria.agent_tools.todo import TodoList
+from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.agent_tools.memory import MemoryStore
     from talaria.store.base import SessionStore
 
 
-@dataclass(kw_only=True)
+@mutable(kw_only=True)
 class AgentServices:
     """What the agent's own tools (memory, todos, delegation) work with."""
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import IO, Any
+
+from talaria.values import frozen
 
 OPTIONAL_STRINGS = ("model", "system", "provider", "base_url", "api_mode")
 ALLOWED_KEYS = ("id", "prompt", *OPTIONAL_STRINGS, "max_turns", "toolsets")
@@ -23,7 +25,7 @@ class BatchError(ValueError):
     """The tasks file or the results file cannot be used as written."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class BatchTask:
     id: str
     prompt: str

@@ -13,16 +13,16 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+from talaria.values import frozen
 
 OK, BAD, NONE = "✓", "✗", "–"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Check:
     label: str
     mark: str

@@ -12,8 +12,9 @@ import json
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from talaria.values import frozen
 
 KNOWN_SERVERS: tuple[tuple[str, int], ...] = (
     ("Ollama", 11434),
@@ -24,7 +25,7 @@ KNOWN_SERVERS: tuple[tuple[str, int], ...] = (
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class LocalServer:
     name: str
     base_url: str

@@ -8,8 +8,10 @@ another provider and back restores the local server's URL instead of losing it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
+
+from talaria.values import frozen
 
 KNOWN_PROVIDERS = frozenset(
     {
@@ -28,7 +30,7 @@ KNOWN_PROVIDERS = frozenset(
 """Provider names `/model provider:model` recognises (model ids may contain ':' too)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelChoice:
     name: str
     """"start", "main", "fallback 1", ..., or the name of a configured provider."""

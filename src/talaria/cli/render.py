@@ -17,13 +17,14 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, TextIO
 
 from talaria import events as ev
 from talaria.cli.markdown_blocks import MarkdownBlocks
 from talaria.cli.safe_text import clean, terminal_safe
+from talaria.values import frozen, mutable
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MAX_DIFF_LINES = 40
@@ -211,7 +212,7 @@ def _diff_style(line: str) -> str:
     return "dim"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class ToolOutput:
     """A finished tool's output, kept for /output."""
 
@@ -219,14 +220,14 @@ class ToolOutput:
     text: str
 
 
-@dataclass
+@mutable
 class _RunningTool:
     name: str
     preview: str
     old_content: str | None = None
 
 
-@dataclass
+@mutable
 class _TurnView:
     """What the status line shows and what the end of the turn still has to print."""
 

@@ -9,18 +9,19 @@ API keys stay on the workers, so the workflow history holds none.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from talaria.providers.base import ModelRequest, ModelResponse, ToolCall, Usage
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.values import mutable
 
 WORKFLOW_NAME = "TalariaTurn"
 AGENT_OVERRIDES = ("model", "provider", "base_url", "api_mode", "toolsets", "max_turns")
 """What one turn may choose differently from the worker's defaults (never the API key)."""
 
 
-@dataclass
+@mutable
 class TurnInput:
     user_message: str
     session_ref: str | None = None
@@ -36,7 +37,7 @@ class TurnInput:
     """Stream the model's deltas into the event log (off for batches: nobody watches)."""
 
 
-@dataclass
+@mutable
 class TurnSetup:
     """What the worker knows and the workflow needs: the session as stored, the model chain,
     the tools, and the settings of talaria's own policy (retries, timeouts)."""
@@ -60,7 +61,7 @@ class TurnSetup:
     """The session's stored usage totals before this turn (for the per-session budgets)."""
 
 
-@dataclass
+@mutable
 class Unsaved:
     """Messages the session store does not hold yet, numbered from `first_seq`."""
 
@@ -68,7 +69,7 @@ class Unsaved:
     messages: list[dict[str, Any]]
 
 
-@dataclass
+@mutable
 class ModelCallInput:
     session_id: str
     task_id: str
@@ -82,7 +83,7 @@ class ModelCallInput:
     deltas: bool = True
 
 
-@dataclass
+@mutable
 class ToolCallInput:
     session_id: str
     task_id: str
@@ -94,7 +95,7 @@ class ToolCallInput:
     agent: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@mutable
 class ToolCallOutput:
     content: str = ""
     is_error: bool = False
@@ -105,7 +106,7 @@ class ToolCallOutput:
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass
+@mutable
 class SummaryInput:
     """The compression's summary request, run on a worker's `compression` model."""
 
@@ -114,7 +115,7 @@ class SummaryInput:
     agent: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@mutable
 class ContinueInput:
     """Compression's hand-over: the parent's last messages are saved, then the compressed
     history continues in `child_id` (one store transaction, done at most once)."""
@@ -130,7 +131,7 @@ class ContinueInput:
     writer: str = ""
 
 
-@dataclass
+@mutable
 class FinishInput:
     session_id: str
     usage: dict[str, Any]

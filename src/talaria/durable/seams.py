@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +36,7 @@ from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, T
 from talaria.tools.approval import ApprovalState
 from talaria.tools.base import Tool, ToolContext
 from talaria.tools.executor import CallOutcome, ToolExecutor
+from talaria.values import mutable
 
 INFRA_RETRY = ActivityRetry(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=20
@@ -44,7 +45,7 @@ INFRA_RETRY = ActivityRetry(
 provider errors come back as data and talaria's own retry policy handles them."""
 
 
-@dataclass
+@mutable
 class ActivityTimeouts:
     heartbeat: float
     model_call: float
@@ -84,7 +85,7 @@ class WorkflowInterrupt(InterruptSignal):
         race.fire()
 
 
-@dataclass
+@mutable
 class QueuedSession(SessionHandle):
     """The session as the loop sees it; appends queue up here instead of going to a store,
     and the next activity that writes (the next model call, or the end of the turn) saves
@@ -107,7 +108,7 @@ class QueuedSession(SessionHandle):
         return Unsaved(items[0][0], [message for _, message in items])
 
 
-@dataclass
+@mutable
 class TurnScope:
     """What every activity of one turn needs to know about it."""
 
@@ -163,7 +164,7 @@ class ActivityModelClient:
         pass
 
 
-@dataclass
+@mutable
 class PendingRequests:
     """Approvals and clarify questions waiting for a client's answer (the `respond` update).
     The request events are the engine's own; their ids come from the call id, so a replayed

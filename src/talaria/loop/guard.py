@@ -12,10 +12,11 @@ still printing) is progress, not a loop.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from talaria import fastjson
 from talaria.providers.base import ToolCall
+from talaria.values import mutable
 
 MAX_PERIOD = 3
 """Longest cycle looked for; longer ones are left to the iteration budget."""
@@ -48,7 +49,7 @@ def cycle_period(signatures: list[str]) -> int | None:
     return None
 
 
-@dataclass
+@mutable
 class GuardDecision:
     """What the loop guard allows of one batch of tool calls."""
 
@@ -58,7 +59,7 @@ class GuardDecision:
     """Set when the turn must end now (no call of the batch runs)."""
 
 
-@dataclass
+@mutable
 class LoopGuard:
     """One turn's record of tool calls and how far the guard has escalated."""
 

@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,6 +25,7 @@ from talaria.providers.resilience.caller import ModelCaller
 from talaria.telemetry.base import NO_TELEMETRY, Telemetry, telemetry_for
 from talaria.tools.base import Tool
 from talaria.tools.executor import ToolExecutor
+from talaria.values import mutable
 
 
 def new_task_id() -> str:
@@ -40,7 +41,7 @@ class ToolSource(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
+@mutable
 class Runtime:
     """Everything a turn needs, assembled once per agent on its first turn."""
 

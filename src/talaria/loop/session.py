@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from talaria.messages.incremental import IncrementalRepair
 from talaria.messages.text import clean_value
 from talaria.offload import run_blocking
+from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.store.base import SessionStore
@@ -32,7 +33,7 @@ def new_session_id() -> str:
     return f"{time.strftime('%Y%m%d_%H%M%S')}_{os.urandom(3).hex()}"
 
 
-@dataclass
+@mutable
 class SessionHandle:
     """The session a turn works on: its history, and how much of it the store holds."""
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from talaria.context.tokens import ContextTracker
 from talaria.providers.base import Usage
+from talaria.values import frozen, mutable
 
 DEFAULT_OUTPUT_RESERVE = 512
 """Output tokens a call is assumed to need before the turn has shown a real figure."""
@@ -35,7 +36,7 @@ ACTIVE_METER: contextvars.ContextVar[SpendMeter | None] = contextvars.ContextVar
 )
 
 
-@dataclass
+@mutable
 class Budgets:
     """An agent's limits, and what checking them remembers from one turn to the next."""
 
@@ -78,7 +79,7 @@ class Budgets:
         return self.any_cost or self.per_session or self.turn_tokens is not None
 
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     """What the next model call may be: a working call, only the summary, or none."""
 

@@ -14,10 +14,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from talaria.tools.validate import ArgumentError, validate_arguments
+from talaria.values import frozen
 
 MAX_LEAD_IN = 200
 """Characters of prose allowed before a fenced call ("I'll list the files:")."""
@@ -29,14 +29,14 @@ _FENCE = re.compile(r"```[A-Za-z_]*[ \t]*\n(.*?)\n?```", re.DOTALL)
 _CALL_KEYS = frozenset({"name", "arguments", "parameters", "args", "type", "id", "function"})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class TextCall:
     id: str
     name: str
     arguments: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class TextCalls:
     calls: list[TextCall]
     text: str

@@ -10,7 +10,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from talaria.events import (
@@ -48,6 +48,7 @@ from talaria.providers.resilience.chain import ChainEntry
 from talaria.providers.resilience.retry import Action, action_for
 from talaria.store.base import StoreError
 from talaria.tools.base import ToolContext
+from talaria.values import mutable
 
 log = logging.getLogger("talaria.loop")
 
@@ -56,7 +57,7 @@ MAX_OVERFLOW_RETRIES = 3
 """Compress-and-resend rounds after context-overflow errors in one model call."""
 
 
-@dataclass
+@mutable
 class TurnState:
     """One turn's running totals and, at the end, its outcome."""
 

@@ -14,16 +14,17 @@ for the prompt cache), where a whole repair of the longer history could differ i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from talaria.messages.repair import repair_history
 from talaria.messages.validate import HistoryScan, scan_history
+from talaria.values import mutable
 
 Message = dict[str, Any]
 
 
-@dataclass
+@mutable
 class IncrementalRepair:
     """The repaired API copy of one live history, kept up to date as the history grows."""
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from talaria.messages.ids import normalise_tool_call_ids
 from talaria.messages.validate import arguments_problem, history_problems, is_blank, part_problem
+from talaria.values import mutable
 
 Message = dict[str, Any]
 logger = logging.getLogger("talaria.repair")
@@ -32,7 +33,7 @@ USER_BOUNDARY = "\n\n---\n\n"
 """Between merged user turns: visible to the model, so it can tell the messages apart."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class RepairResult:
     """The repaired API copy and one sentence per fix (empty when nothing was wrong)."""
 

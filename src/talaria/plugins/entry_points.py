@@ -15,14 +15,15 @@ import functools
 import os
 import re
 import sys
-from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
+
+from talaria.values import frozen
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
 
 
-@dataclass(frozen=True)
+@frozen
 class EntryPoint:
     """One `name = value` line of a group; `load()` imports what the value names."""
 

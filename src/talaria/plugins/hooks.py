@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from talaria.offload import run_user_code
+from talaria.values import frozen
 
 log = logging.getLogger("talaria.plugins")
 
@@ -31,7 +31,7 @@ HOOK_NAMES = (
 Hook = Callable[..., Any]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class PreToolOutcome:
     """What the `pre_tool_call` hooks decided, folded in registration order."""
 

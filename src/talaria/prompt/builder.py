@@ -8,11 +8,12 @@ injection and cut head+tail, so one odd file cannot take over or flood the promp
 
 from __future__ import annotations
 
-import platform
+import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from talaria.values import frozen
 
 DEFAULT_IDENTITY = (
     "You are talaria, a capable assistant and coding agent. You work in the user's environment "
@@ -40,7 +41,7 @@ _TOOL_GUIDANCE: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class PromptInputs:
     """What the system prompt is built from."""
 
@@ -142,6 +143,17 @@ def _read_guarded(path: Path, label: str) -> str:
     return _cut(text, CONTEXT_FILE_LIMIT)
 
 
+def _platform() -> str:
+    """The system and its release, as `platform` says them (it costs 4 ms of imports, and
+    `os.uname` says the same wherever it exists)."""
+    if not hasattr(os, "uname"):  # Windows
+        import platform
+
+        return f"{platform.system()} {platform.release()}".strip()
+    uname = os.uname()
+    return f"{uname.sysname} {uname.release}"
+
+
 def _cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -151,7 +163,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _environment(inputs: PromptInputs) -> str:
-    system = f"{platform.system()} {platform.release()}".strip()
+    system = _platform()
     return (
         "# Environment\n"
         f"- Date: {inputs.now().strftime('%A, %Y-%m-%d')}\n"

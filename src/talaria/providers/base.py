@@ -7,8 +7,10 @@ the answer back into a `ModelResponse`. Nothing provider-specific leaks past thi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol
+
+from talaria.values import mutable
 
 API_MODES: tuple[str, ...] = ("chat_completions", "codex_responses", "anthropic_messages")
 
@@ -16,7 +18,7 @@ Message = dict[str, Any]
 """A canonical message: OpenAI chat format, reasoning in ``assistant["reasoning"]``."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class ToolCall:
     """One function call requested by the model; ``arguments`` is the raw JSON text."""
 
@@ -32,7 +34,7 @@ class ToolCall:
         }
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Usage:
     """Token usage in disjoint buckets.
 
@@ -97,7 +99,7 @@ class Usage:
         )
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class UsageLedger:
     """Usage by (model, provider) with the number of answers: what the store keeps per turn
     for reports by model and by day."""
@@ -114,7 +116,7 @@ class UsageLedger:
             self.add(model, provider, usage, calls)
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class ModelRequest:
     """What the loop asks of a model: canonical messages (system first) and tool schemas."""
 
@@ -130,7 +132,7 @@ class ModelRequest:
     extra_body: dict[str, Any] | None = None
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class ModelResponse:
     """A complete answer, whatever wire API produced it."""
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from talaria.messages.redact import remember_secret
 from talaria.providers.base import ModelClient
 from talaria.providers.profiles import ModelProfile, profile_for
+from talaria.values import frozen
 
 _CLIENTS: dict[str, tuple[str, str]] = {
     "chat_completions": ("talaria.providers.wire.chat_completions", "ChatCompletionsClient"),
@@ -18,7 +19,7 @@ _CLIENTS: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class ProviderSpec:
     """One fully resolved endpoint: provider name, model, URL, key and wire API."""
 

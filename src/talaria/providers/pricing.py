@@ -8,10 +8,10 @@ cost is first asked for, which keeps ``import talaria`` fast.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from talaria.providers.base import Usage
 from talaria.providers.profiles import ModelProfile, profile_for
+from talaria.values import frozen
 
 _CATALOGUE_IDS: dict[str, str | None] = {
     "openai-codex": "openai",
@@ -67,7 +67,7 @@ def _priced(lookup: tuple[str, str | None], usage: Usage) -> float:
     return linear.fee + sum(rate * n for rate, n in zip(linear.per_token, counts, strict=True))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class _LinearPrice:
     """A catalogue price as a request fee plus a price per token of each bucket (input,
     cache read, cache write, output), valid for calls of fewer than `below` tokens in all."""

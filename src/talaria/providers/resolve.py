@@ -9,11 +9,11 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 from talaria.providers.base import API_MODES
 from talaria.providers.errors import ErrorKind, ProviderError
+from talaria.values import frozen
 
 LOCAL_KEY = "not-needed"
 """The key sent to a loopback server that wants none (the SDKs refuse an empty key)."""
@@ -41,7 +41,7 @@ _URL_MODES: tuple[tuple[Callable[[SplitResult], bool], str], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class _Endpoint:
     """A named provider's default base URL and where its key comes from."""
 

@@ -14,15 +14,16 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from talaria import events as ev
+from talaria.values import frozen
 
 TERMINAL_EVENTS = ("run.completed", "run.failed", "run.cancelled")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class RunEvent:
     id: int
     name: str

@@ -9,8 +9,10 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from talaria.values import mutable
 
 MIN_KEY_LENGTH = 16
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
@@ -19,7 +21,7 @@ APPROVAL_RULES = ("deny", "off")
 rule) while runs ask their client; `off`: nothing is asked anywhere (the hard floor holds)."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8642

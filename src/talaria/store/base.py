@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
+
+from talaria.values import mutable
 
 
 class StoreError(Exception):
@@ -63,7 +65,7 @@ class SearchQueryError(StoreError, ValueError):
     """The search text cannot be turned into a query (e.g. it holds no searchable word)."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class SessionInfo:
     """One session's metadata row; `usage` holds the session's token and cost totals."""
 
@@ -86,7 +88,7 @@ class SessionInfo:
     """The start of the first user message, for session lists (not part of the stored row)."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class SearchHit:
     """One matching message, with its neighbours so a reader sees the exchange around it."""
 
@@ -159,7 +161,7 @@ def busy_message(session_id: str, owner: str) -> str:
     )
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class UsageRecord:
     """What one session spent on one model in one turn: the unit `talaria usage` adds up.
 

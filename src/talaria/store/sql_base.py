@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Self, TypeVar, cast
 
@@ -40,6 +39,7 @@ from talaria.store.schema import (
     usage_record,
     usage_values,
 )
+from talaria.values import frozen
 
 T = TypeVar("T")
 Conn = Any
@@ -61,7 +61,7 @@ SESSION_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Dialect:
     """What differs in SQL between the backends."""
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from talaria.values import mutable
 
-@dataclass(slots=True)
+
+@mutable(slots=True)
 class ScriptedCall:
     """A tool call the model makes. ``arguments`` may be a raw string (e.g. truncated JSON)."""
 
@@ -21,7 +23,7 @@ class ScriptedCall:
     id: str | None = None
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Reply:
     """A successful answer: text and/or tool calls, optional reasoning."""
 
@@ -42,7 +44,7 @@ class Reply:
     """Characters of text per streamed chunk."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Fail:
     """An HTTP error answer in the wire format's own error shape (or ``body`` verbatim)."""
 
@@ -53,7 +55,7 @@ class Fail:
     delay: float = 0.0
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Drop:
     """A stream that starts ``reply`` and drops the connection after ``after_chunks`` chunks."""
 
@@ -61,7 +63,7 @@ class Drop:
     after_chunks: int = 1
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Stall:
     """A stream that starts ``reply`` then goes silent for ``seconds`` after ``after_chunks``."""
 
@@ -70,7 +72,7 @@ class Stall:
     seconds: float = 30.0
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Endless:
     """A stream that sends ``text`` every ``interval`` seconds and never ends (until the client
     gives up or the server stops): no timeout on silence can catch it."""
@@ -79,7 +81,7 @@ class Endless:
     interval: float = 0.05
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Malformed:
     """A 200 answer whose body is not what the wire format promises (``raw`` verbatim)."""
 

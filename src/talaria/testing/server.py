@@ -13,7 +13,7 @@ import json
 import socket
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -31,6 +31,7 @@ from talaria.testing.script import (
     StepSource,
 )
 from talaria.testing.wire_base import WireFormat, prompt_tokens
+from talaria.values import mutable
 
 ROUTES: dict[str, str] = {
     "/v1/chat/completions": "talaria.testing.wire_chat",
@@ -41,7 +42,7 @@ ROUTES: dict[str, str] = {
 Anthropic SDK's paths), so only these paths are served."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class RecordedRequest:
     """One POST the server received, valid or not."""
 

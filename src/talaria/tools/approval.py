@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
 from talaria.events import ApprovalRequested
 from talaria.interaction import APPROVAL_DECISIONS
+from talaria.values import frozen, mutable
 
 Decision = Literal["once", "session", "always", "deny"]
 DECISIONS: tuple[str, ...] = APPROVAL_DECISIONS
@@ -30,7 +31,7 @@ SHELL_CONTROL = re.compile(r"[;&|`$<>(){}\n\\]")
 a substitution, a redirection)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Assessment:
     """The verdict on one tool call. ``blocked`` is the hard floor: no approval can lift it.
     ``command`` is what the user is shown and what a grant remembers, exactly."""
@@ -60,7 +61,7 @@ def rule_matches(rule: str, command: str) -> bool:
     )
 
 
-@dataclass
+@mutable
 class ApprovalState:
     """Grants that outlive one call: this session's, and the persisted allowlist."""
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.events import EventSink
@@ -18,7 +20,7 @@ class ToolError(Exception):
     """Raised by a handler to report a failure the model should read (no traceback shown)."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class ToolContext:
     """Per-call view of the agent that a handler can ask for by annotating a parameter
     with `ToolContext`. The parameter is hidden from the model's schema."""
@@ -41,7 +43,7 @@ class ToolContext:
     crash); a tool with side effects can use it to do them once. Empty in-process."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Tool:
     """A callable the model can invoke. Build one with `@tool` or directly with a JSON schema."""
 

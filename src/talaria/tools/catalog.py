@@ -8,9 +8,9 @@ answer, `memory` needs memory enabled, `delegation` is not offered to children.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from talaria.tools.base import Tool
+from talaria.values import frozen
 
 TOOLSETS: tuple[str, ...] = (
     "terminal",
@@ -23,7 +23,7 @@ TOOLSETS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Capabilities:
     """What this agent can support, which decides the default toolsets."""
 

@@ -8,7 +8,6 @@ download cannot be read ahead of time, so running one always asks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from talaria.tools.command_words import (
@@ -24,6 +23,7 @@ from talaria.tools.command_words import (
     short_flags,
 )
 from talaria.tools.rules_code import decode, inline_code, printed_text
+from talaria.values import frozen
 
 if TYPE_CHECKING:
     from talaria.tools.command_safety import Scanner
@@ -34,7 +34,7 @@ _DECODERS = frozenset({"base64", "base32", "xxd", "openssl", "uudecode", "gpg", 
 _PASS_THROUGH = frozenset({"cat", "tee", "head", "tail"})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Flow:
     text: str | None
     """What the command writes to its output, when that is known exactly."""

@@ -10,9 +10,11 @@ import fnmatch
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
+
+from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.tools.command_safety import Scanner
@@ -79,7 +81,7 @@ class Arg(str):
     fetched: bool = False
 
 
-@dataclass
+@mutable
 class ScanContext:
     """What the whole command line shares, nested code included."""
 

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +31,14 @@ from talaria.tools.approval import ApprovalState, Assessment, assess_tool_call
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
+from talaria.values import mutable
 
 log = logging.getLogger("talaria.tools")
 
 INTERRUPTED_RESULT = "Interrupted: the user stopped this turn before this tool call finished."
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class CallOutcome:
     """What one tool call gives the model."""
 
@@ -47,7 +48,7 @@ class CallOutcome:
     """Set when the whole turn must stop (an approval timed out)."""
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class BatchResult:
     """The tool messages of one response's calls, in call order."""
 
@@ -55,7 +56,7 @@ class BatchResult:
     halt: str | None = None
 
 
-@dataclass
+@mutable
 class ExecutorSettings:
     """Limits on running tools (from the agent.* and approvals.* settings)."""
 
@@ -68,7 +69,7 @@ class ExecutorSettings:
     interrupt_grace: float = 2.0
 
 
-@dataclass
+@mutable
 class ToolExecutor:
     """Runs the tool calls of a model response: guards, approvals, timeouts."""
 

@@ -22,13 +22,13 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from talaria.events import Notice
 from talaria.tools.base import ToolError
 from talaria.tools.sandbox_probe import sandbox_support
+from talaria.values import frozen
 
 log = logging.getLogger("talaria.tools")
 
@@ -49,7 +49,7 @@ _notice_lock = threading.Lock()
 _notice_given = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class SandboxPolicy:
     """What a sandboxed command may touch; built from the `sandbox.*` settings."""
 

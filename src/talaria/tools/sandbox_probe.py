@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
-from dataclasses import dataclass
+
+from talaria.values import frozen
 
 PROBE_TIMEOUT = 10.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class SandboxSupport:
     """Whether confined commands can run here, and why not."""
 

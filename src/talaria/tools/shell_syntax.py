@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from talaria.values import frozen, mutable
 
 _OPERATORS = (
     "&>>",
@@ -45,7 +47,7 @@ _PLAIN = re.compile(r"[^\s;&|()<>'\"\\$`]+")
 _PLAIN_QUOTED = re.compile(r'[^"\\$`]+')
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Part:
     """One piece of a word: literal text, a variable, or a command/process substitution."""
 
@@ -54,7 +56,7 @@ class Part:
     quoted: bool = False
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Word:
     parts: list[Part] = field(default_factory=list)
 
@@ -83,7 +85,7 @@ class Word:
         return "".join(p.text for p in self.parts if p.kind == "lit")
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Command:
     words: list[Word] = field(default_factory=list)
     redirects: list[tuple[str, Word]] = field(default_factory=list)

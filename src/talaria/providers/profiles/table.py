@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
 from talaria.providers.profiles.profile import ModelProfile, checked_overrides
 from talaria.providers.transport.auth import AZURE_HOST_SUFFIXES
+from talaria.values import frozen
 
 CHAT = "chat_completions"
 RESPONSES = "codex_responses"
 ANTHROPIC = "anthropic_messages"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Rule:
     """Facts that hold wherever every given matcher matches (an absent matcher matches all)."""
 

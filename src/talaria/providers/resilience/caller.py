@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any
 
@@ -31,9 +31,10 @@ from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.providers.resilience.credentials import CredentialSource
 from talaria.providers.resilience.retry import Action, RetryPolicy, action_for
 from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
+from talaria.values import frozen, mutable
 
 
-@dataclass
+@mutable
 class CallResult:
     """One model call's answer, with the attempts and errors it took."""
 
@@ -46,7 +47,7 @@ class CallResult:
     is the last answer's own count: the size of the context it saw)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class CallerSettings:
     """How long a model call may take and how it is retried."""
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from talaria.providers.base import ModelClient
 from talaria.providers.factory import ProviderSpec, build_client, profile_of_spec
 from talaria.providers.profiles import ModelProfile, profile_of
+from talaria.values import mutable
 
 
-@dataclass
+@mutable
 class ChainEntry:
     """One model of the chain: its spec, and a client per event loop."""
 

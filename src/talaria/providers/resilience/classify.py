@@ -8,7 +8,6 @@ errors alike, without importing any of them. The message is the provider's own, 
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import re
 import time
 from collections.abc import Mapping
@@ -237,8 +236,10 @@ def retry_after(headers: Mapping[str, str], now: float | None = None) -> float |
     if value:
         with contextlib.suppress(ValueError):
             return max(0.0, float(value))
+        from email.utils import parsedate_to_datetime  # 10 ms of imports, for a rare header
+
         try:
-            when = email.utils.parsedate_to_datetime(value)
+            when = parsedate_to_datetime(value)
         except (TypeError, ValueError):
             when = None
         if when is not None:

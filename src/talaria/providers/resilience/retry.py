@@ -9,11 +9,12 @@ keeping its own list. `RetryPolicy` is the one backoff schedule: the SDK clients
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any
 
 from talaria.providers.errors import ErrorKind
+from talaria.values import frozen
 
 
 class Action(StrEnum):
@@ -59,7 +60,7 @@ def _random() -> float:
     return random.random()
 
 
-@dataclass(frozen=True)
+@frozen
 class RetryPolicy:
     """Jittered exponential backoff, capped, that defers to the server's Retry-After."""
 

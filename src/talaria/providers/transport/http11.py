@@ -22,9 +22,9 @@ import math
 import re
 import zlib
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 
 from talaria.providers.transport.drain import Drains, read_to_end
+from talaria.values import frozen
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers accepted before the answer is called malformed."""
@@ -49,7 +49,7 @@ class InvalidHeaderError(ValueError):
     """A request header that cannot be sent (a line break in it would split the request)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Target:
     """Where a request goes: ``host`` as written in the URL (no brackets), ``path`` with query."""
 

@@ -13,7 +13,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -21,6 +20,7 @@ from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.process_tracking import REGISTRY as TRACKING
 from talaria.tools.process_tracking import TAG_VARIABLE, Tracked, start_tracking
 from talaria.tools.sandbox import confine, failure_hint
+from talaria.values import mutable
 
 DEFAULT_TIMEOUT = 180.0
 MAX_TIMEOUT = 600.0
@@ -159,7 +159,7 @@ def _pump(stream: int, buffer: OutputBuffer) -> None:
         buffer.write(chunk)
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class RunResult:
     """How a foreground command ended and what it printed."""
 
