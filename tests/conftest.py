@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -10,6 +12,9 @@ import pytest
 from pg_cluster import _pg_shared_url, pg_clean_url, pg_server_url, pg_url  # noqa: F401
 from talaria.testing.server import ScriptedProvider
 from temporal_cluster import queue, temporal_target, workers  # noqa: F401
+
+# The price cache of the test run's processes, not the user's (~/.cache/talaria).
+os.environ.setdefault("TALARIA_CACHE_DIR", tempfile.mkdtemp(prefix="talaria-test-cache-"))
 
 
 @dataclass

@@ -6,7 +6,8 @@ builds a Distribution per installed package on the way: about 25 ms before an ag
 request. This walks `sys.path` the way it does (`*.dist-info` and `*.egg-info` folders in path
 order, one distribution per normalized name, the first one found wins) and hands every case it
 does not cover (a zip archive or an `.egg` on the path, a metadata name spelt in capitals,
-another finder of distributions on `sys.meta_path`) to `importlib.metadata`.
+another finder of distributions on `sys.meta_path`) to `importlib.metadata`. What a scan finds
+is kept in the user's cache (`talaria.user_cache`) until a folder of the path changes.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import sys
 from importlib import import_module
 from typing import Any
 
+from talaria import user_cache
 from talaria.values import frozen
 
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
+CACHE_FILE = "entry_points.json"
+"""What a scan found, for the path as it was (see `_path_identity`)."""
 
 
 @frozen
@@ -51,15 +55,55 @@ def entry_points(group: str) -> list[EntryPoint]:
     try:
         if _other_distribution_finders():
             raise _NotCovered
-        return [
+        paths = _path_identity(sys.path)
+        known = _cached(paths, group)
+        if known is not None:
+            return known
+        found = [
             entry
             for info in _distribution_folders(sys.path)
             for entry in _parse(_read_entry_points(info), group)
         ]
+        _remember(paths, group, found)
+        return found
     except _NotCovered:
         from importlib import metadata
 
         return [EntryPoint(e.name, e.value, e.group) for e in metadata.entry_points(group=group)]
+
+
+def _path_identity(paths: list[str]) -> list[list[object]]:
+    """Each folder of the path with the time it last gained or lost an entry: what installing
+    or removing a distribution changes (the import system's own cache of folders goes by it
+    too)."""
+    identity: list[list[object]] = []
+    for root in paths:
+        try:
+            identity.append([root, os.stat(root or ".").st_mtime_ns])
+        except OSError:
+            identity.append([root, None])
+    return identity
+
+
+def _cached(paths: list[list[object]], group: str) -> list[EntryPoint] | None:
+    """The group's entries as a scan of the same path found them, from the user's cache."""
+    stored = user_cache.read(CACHE_FILE)
+    if stored is None or stored.get("path") != paths:
+        return None
+    entries = stored.get("groups", {}).get(group)
+    if not isinstance(entries, list):
+        return None
+    try:
+        return [EntryPoint(str(name), str(value), group) for name, value in entries]
+    except (TypeError, ValueError):
+        return None
+
+
+def _remember(paths: list[list[object]], group: str, found: list[EntryPoint]) -> None:
+    stored = user_cache.read(CACHE_FILE)
+    groups = stored.get("groups", {}) if stored and stored.get("path") == paths else {}
+    groups[group] = [[entry.name, entry.value] for entry in found]
+    user_cache.write(CACHE_FILE, {"path": paths, "groups": groups})
 
 
 def _distribution_folders(paths: list[str]) -> list[str]:

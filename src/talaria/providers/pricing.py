@@ -8,7 +8,10 @@ cost is first asked for, which keeps ``import talaria`` fast.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, time
+from typing import Any
 
+from talaria.providers import price_cache
 from talaria.providers.base import Usage
 from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.values import frozen
@@ -88,33 +91,83 @@ def _linear_price(model_ref: str, provider_id: str | None) -> _LinearPrice | Non
     call through its unit registry, about 0.2 ms, and a turn asks at every model call. Tiered
     prices (a prompt past a threshold pays another rate for every token) are linear below
     their first tier. None (ask the catalogue every time) when the catalogue's internals are
-    not what this reads, or its answers are not linear."""
-    from datetime import UTC, datetime
+    not what this reads, or its answers are not linear. What holds at any time is kept on disk
+    (`price_cache`), and later processes do not import the catalogue to read it."""
+    key = f"{provider_id or '*'}/{model_ref}"
+    stored = price_cache.lookup(key)
+    if stored == price_cache.UNKNOWN:
+        raise LookupError(f"the catalogue has no price for {key}")
+    if stored == price_cache.SLOW:
+        return None
+    if isinstance(stored, tuple):
+        return _LinearPrice(*stored)
+    return _from_catalogue(key, model_ref, provider_id)
 
+
+def _from_catalogue(key: str, model_ref: str, provider_id: str | None) -> _LinearPrice | None:
     from genai_prices import data_snapshot
-    from genai_prices.types import TieredPrices
 
     try:
         snapshot = data_snapshot.get_snapshot()
-        _, model = snapshot.find_provider_model(model_ref, None, provider_id, None)
-        price = model.get_prices(datetime.now(tz=UTC))
-        known = _LINEAR.get(id(price))
-        if known is not None and known[0] is price:
-            return known[1]
-        starts = [
-            tier.start
-            for value in vars(price).values()
-            if isinstance(value, TieredPrices)
-            for tier in value.tiers
-        ]
-        below = min(starts, default=float("inf"))
-        linear = _probe(price, below) if below > 10 * _PROBE else None
+        try:
+            _, model = snapshot.find_provider_model(model_ref, None, provider_id, None)
+        except LookupError:
+            price_cache.remember(key, price_cache.UNKNOWN)
+            raise
+        now = datetime.now(tz=UTC)
+        linear = _linear(model.get_prices(now))
+        hourly = _by_the_hour(model.prices)
+        until = None if hourly else _in_force_until(model.prices, now)
     except LookupError:
         raise
     except Exception:  # the catalogue's internals moved: ask it the slow way
         return None
+    if not hourly:
+        entry = price_cache.SLOW if linear is None else (linear.fee, linear.per_token, linear.below)
+        price_cache.remember(key, entry, before=until)
+    return linear
+
+
+def _linear(price: Any) -> _LinearPrice | None:
+    """`price` as a linear one, read once per catalogue price."""
+    from genai_prices.types import TieredPrices
+
+    known = _LINEAR.get(id(price))
+    if known is not None and known[0] is price:
+        return known[1]
+    starts = [
+        tier.start
+        for value in vars(price).values()
+        if isinstance(value, TieredPrices)
+        for tier in value.tiers
+    ]
+    below = min(starts, default=float("inf"))
+    linear = _probe(price, below) if below > 10 * _PROBE else None
     _LINEAR[id(price)] = (price, linear)
     return linear
+
+
+def _by_the_hour(prices: object) -> bool:
+    """Whether the price in force depends on the hour of the day (off-peak prices)."""
+    from genai_prices.types import StartDateConstraint
+
+    return isinstance(prices, list) and any(
+        not isinstance(conditional.constraint, StartDateConstraint | None) for conditional in prices
+    )
+
+
+def _in_force_until(prices: object, now: datetime) -> float | None:
+    """Until when (a POSIX time) the price in force now stays so: the start of the next
+    dated price, else None (for ever)."""
+    if not isinstance(prices, list):
+        return None
+    starts = [
+        midnight.timestamp()
+        for conditional in prices
+        if conditional.constraint is not None
+        and (midnight := datetime.combine(conditional.constraint.start_date, time(), UTC)) > now
+    ]
+    return min(starts, default=None)
 
 
 def _probe(price: object, below: float) -> _LinearPrice | None:

@@ -32,8 +32,9 @@ class Rule:
 
     facts: Mapping[str, Any]
     api_modes: frozenset[str] = frozenset()
-    model: re.Pattern[str] | None = None
-    """Matched at the start of the lower-cased model id without its ``vendor/`` prefix."""
+    model: str | None = None
+    """A regular expression matched at the start of the lower-cased model id without its
+    ``vendor/`` prefix (compiled when first matched: most rules never are in a process)."""
     providers: frozenset[str] = frozenset()
     hosts: tuple[str, ...] = field(default=())
     """Exact host names, or ``.suffix`` for a whole domain; a rule with providers and hosts
@@ -42,7 +43,7 @@ class Rule:
     def matches(self, api_mode: str, model: str, provider: str, host: str) -> bool:
         if self.api_modes and api_mode not in self.api_modes:
             return False
-        if self.model is not None and not self.model.match(model):
+        if self.model is not None and not re.match(self.model, model):
             return False
         if not (self.providers or self.hosts):
             return True
@@ -58,7 +59,7 @@ def wire(api_mode: str, **facts: Any) -> Rule:
 
 
 def family(pattern: str, **facts: Any) -> Rule:
-    return Rule(facts, model=re.compile(pattern))
+    return Rule(facts, model=pattern)
 
 
 def endpoint(
