@@ -8,12 +8,17 @@ first and is part of what is checked).
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from helpers import run_python
-from talaria.testing import Fail, ScriptedProvider
+from helpers import SRC, run_python
+from talaria.testing import Fail, Script, ScriptedProvider, text
 
 NOT_BEFORE_THE_FIRST_REQUEST = (
     # the terminal UI (the chat's, never a one-shot's)
@@ -201,3 +206,73 @@ def test_a_turn_that_fails_before_any_answer_still_reports_its_cost(
     assert result["api_calls"] == 1
     assert result["usage"]["estimated_cost_usd"] == cost
     assert result["usage"]["total_tokens"] == 0
+
+
+STDLIB_NOT_BEFORE_THE_FIRST_REQUEST = (
+    # the standard library's heavier parts a first request does without: a Retry-After date
+    # (email.utils), the platform's name (os.uname says it), another HTTP stack
+    "email",
+    "platform",
+    "http",
+    "urllib.request",
+    "shutil",
+    "random",
+)
+
+SNAPSHOT_ON_SIGNAL = """
+import signal, sys
+
+def snapshot(number, frame):
+    with open(sys.argv[2], "w") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+
+signal.signal(signal.SIGUSR1, snapshot)
+from talaria import Agent
+
+agent = Agent(model="scripted-model", base_url=sys.argv[1], api_key="k", home=sys.argv[3],
+              cwd=sys.argv[3])
+assert agent.chat("hello") == "hi"
+"""
+
+
+def test_a_process_of_its_own_loads_no_more_of_the_standard_library_than_it_needs(
+    tmp_path: Path,
+) -> None:
+    """Here nothing else lives in the agent's process: the scripted server runs in the test's,
+    and signals the agent's process to write down its modules when the first request comes."""
+    listing = tmp_path / "modules.txt"
+    child: list[subprocess.Popen[str]] = []
+
+    def answer(body: dict[str, object]) -> object:
+        if not listing.exists():
+            child[0].send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 30
+            while not listing.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return text("hi")
+
+    with ScriptedProvider(script=Script(fallback=answer), strict=False) as server:
+        env = {**os.environ, "PYTHONPATH": str(SRC), "TALARIA_HOME": str(tmp_path)}
+        argv = [server.openai_base_url, str(listing), str(tmp_path)]
+        child.append(
+            subprocess.Popen(
+                [sys.executable, "-c", SNAPSHOT_ON_SIGNAL, *argv],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+        _, err = child[0].communicate(timeout=120)
+    assert child[0].returncode == 0, err[-2000:]
+    loaded = set(listing.read_text().split())
+    assert "talaria.loop.turn" in loaded and "sqlite3" in loaded  # it saw a real turn
+    assert not_needed_yet(loaded) == []
+    packages = {name.split(".")[0] for name in loaded}
+    stdlib = sorted(
+        name
+        for name in STDLIB_NOT_BEFORE_THE_FIRST_REQUEST
+        if name in loaded or ("." not in name and name in packages)
+    )
+    assert stdlib == []
