@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_python
-from talaria.collector import collector_paused
+from talaria.collector import collector_paused, paused_the_first_time
 from talaria.testing import ScriptedProvider, text
 
 
@@ -102,3 +102,11 @@ def test_after_a_first_turn_the_collector_is_on_and_nothing_is_frozen(tmp_path: 
     with ScriptedProvider([text("hi")]) as server:
         printed = run_python(probe, server.openai_base_url, str(tmp_path), cwd=tmp_path)
     assert json.loads(printed) == ["hi", True, 0]
+
+
+def test_a_stretch_run_again_leaves_the_collector_alone() -> None:
+    gc.enable()
+    with paused_the_first_time("a stretch of this test"):
+        assert not gc.isenabled()
+    with paused_the_first_time("a stretch of this test"):
+        assert gc.isenabled()  # later turns' short-lived cycles go to the young collections

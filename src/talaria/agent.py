@@ -11,12 +11,11 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from talaria.callbacks import CallbackSink, answer_with_callbacks
-from talaria.collector import collector_paused
+from talaria.collector import paused_the_first_time
 from talaria.config import Config, add_to_config_list
 from talaria.events import Event
 from talaria.interaction import Interactions, Request
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 log = logging.getLogger("talaria")
-_assembled_before = False
-"""Whether an agent of this process was assembled (the first one imports what all need)."""
 
 
 class Agent:
@@ -144,7 +141,7 @@ class Agent:
         conversation_history: list[dict[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
-        with collector_paused():  # the process's first turn imports the loop
+        with paused_the_first_time("turn imports"):
             from talaria.loop.profile import ensure_profile
             from talaria.loop.turn import busy_result, result_dict, run_turn
             from talaria.store.base import SessionBusy
@@ -360,12 +357,10 @@ class Agent:
 
     def _ensure_runtime(self) -> Runtime:
         if self._runtime is None:
-            global _assembled_before
-            with collector_paused() if not _assembled_before else nullcontext():
-                from talaria.assembly import assemble_runtime  # the first one imports most
+            with paused_the_first_time("assembly"):  # the first one imports most
+                from talaria.assembly import assemble_runtime
 
                 self._runtime = assemble_runtime(self)
-            _assembled_before = True
         return self._runtime
 
     async def _ensure_session(

@@ -16,11 +16,12 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 _lock = threading.Lock()
 _holders = 0
 _resume = False
+_stretches_run: set[str] = set()
 
 
 @contextmanager
@@ -41,3 +42,15 @@ def collector_paused() -> Iterator[None]:
                     gc.freeze()
                     gc.unfreeze()
                 gc.enable()
+
+
+def paused_the_first_time(stretch: str) -> AbstractContextManager[None]:
+    """`collector_paused()` the first time this process runs `stretch` (the run that imports
+    what later runs find loaded), nothing afterwards: moving everything young to the oldest
+    generation at every turn would keep the young collections from freeing short-lived
+    cycles."""
+    with _lock:
+        if stretch in _stretches_run:
+            return nullcontext()
+        _stretches_run.add(stretch)
+    return collector_paused()

@@ -22,7 +22,7 @@ from talaria.cli.options import agent_kwargs
 from talaria.cli.safe_text import clean
 from talaria.cli.signals import SignalStop, exit_now
 from talaria.cli.stream_json import JsonLines, result_record
-from talaria.collector import collector_paused
+from talaria.collector import paused_the_first_time
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace, holder: dict[str, Agent], signals: SignalStop
 def _ask(
     args: argparse.Namespace, prompt: str, output: Output, holder: dict[str, Agent]
 ) -> dict[str, Any]:
-    with collector_paused():  # the process's start-up: the engine's modules
+    with paused_the_first_time("one-shot imports"):  # the engine's modules
         from talaria.agent import Agent
         from talaria.cli.session_setup import current_setup, plan_resume, record_setup
         from talaria.store.base import StoreError
