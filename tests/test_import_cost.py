@@ -64,6 +64,8 @@ NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
     "ctypes",
     "uuid",
     "orjson",
+    # what the first command needs: whether bubblewrap works here
+    "talaria.tools.sandbox_probe",
     # other commands' parts of the command line (a one-shot builds only `chat`'s)
     "talaria.cli.mcp_cmd",
     "talaria.cli.durable_cmd",

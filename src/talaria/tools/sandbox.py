@@ -27,7 +27,6 @@ from typing import Any
 
 from talaria.events import Notice
 from talaria.tools.base import ToolError
-from talaria.tools.sandbox_probe import sandbox_support
 from talaria.values import frozen
 
 log = logging.getLogger("talaria.tools")
@@ -126,6 +125,8 @@ def confine(
     the sandbox is required but unavailable."""
     if policy is None or not policy.confines:
         return []
+    from talaria.tools.sandbox_probe import sandbox_support  # when the first command runs
+
     support = sandbox_support()
     if support.available and support.bwrap:
         return bwrap_argv(support.bwrap, policy, cwd)
@@ -186,6 +187,8 @@ def describe(policy: SandboxPolicy, cwd: Path) -> tuple[bool, str]:
     """(confined, what is in force) for `talaria doctor`."""
     if not policy.confines:
         return False, "full-access: commands run without a sandbox"
+    from talaria.tools.sandbox_probe import sandbox_support
+
     support = sandbox_support()
     if not support.available:
         fallback = "commands are refused" if policy.required else "approval policy alone"
