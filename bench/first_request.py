@@ -7,8 +7,10 @@ Library: `python -c` with the side's own one-shot (talaria `Agent(...).chat`, he
 `AIAgent(...).chat`, pydantic-ai `Agent(...).run_sync`, the Agents SDK `Runner.run_sync`),
 each in its own venv's interpreter. CLI: `talaria chat -q` against `hermes chat -q` (the
 other peers have no chat command). The floor is one `httpx.post` from a bare interpreter.
-Runs are interleaved across sides; medians. Each run's user message is unique, which is how
-the server's arrival times are matched to the run.
+Runs are interleaved across sides; medians. A first round is not counted, so that every side
+starts as a user's second run does: bytecode written, files in the OS cache, and talaria's
+user cache (prices, plugin scan; in a temporary TALARIA_CACHE_DIR) filled. Each run's user
+message is unique, which is how the server's arrival times are matched to the run.
 
 Run: python bench/first_request.py [--reps 7] [--no-peers]
 """
@@ -146,16 +148,19 @@ def measure(
         env = {
             **os.environ,
             "TALARIA_HOME": f"{home}/talaria",
+            "TALARIA_CACHE_DIR": f"{home}/cache",
             "HERMES_HOME": f"{home}/hermes",
             "OPENAI_BASE_URL": url,
             "OPENAI_API_KEY": "x",
         }
-        for index in range(runs):
+        for index in range(-1, runs):  # round -1 is not counted: every side starts warm
             for name, command in commands.items():
                 if isinstance(command, str):
                     continue
                 message = f"first-request {name} {index}"
-                samples[name].append(one_run(provider, command(url, message), message, env, home))
+                figures = one_run(provider, command(url, message), message, env, home)
+                if index >= 0:
+                    samples[name].append(figures)
     return {
         name: command
         if isinstance(command, str)
