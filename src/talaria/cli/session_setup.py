@@ -72,12 +72,12 @@ def record_setup(store: SessionStore, session_id: str, setup: dict[str, Any]) ->
 def plan_resume(args: argparse.Namespace) -> ResumePlan:
     """Resolve --resume/-c (a reference that matches nothing raises `StoreError`) and fill the
     options the user did not give from the session's stored setup."""
-    from talaria.cli.sessions import existing_store
-    from talaria.store.base import SessionNotFound
-
     ref = resume_ref(args)
     if not ref:
         return ResumePlan()
+    from talaria.cli.sessions import existing_store
+    from talaria.store.base import SessionNotFound
+
     store = existing_store(getattr(args, "home", None))
     if store is None:
         raise SessionNotFound(f"no session matches {ref!r} (no sessions yet)")
