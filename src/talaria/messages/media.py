@@ -51,7 +51,10 @@ def saved_marker(kind: str, mime: str, size: int, path: Path) -> str:
 
 def with_tool_images(messages: list[Message], folder: Path) -> list[Message]:
     """`messages` with a user message of image parts after each run of tool results that
-    name saved images; the same list when none do."""
+    name saved images; the same list when none do (found without building a new one: this
+    runs before every model call, over the whole history)."""
+    if not any(_may_name_images(message) for message in messages):
+        return messages
     out: list[Message] = []
     pending: list[Message] = []
     for message in messages:
@@ -64,6 +67,11 @@ def with_tool_images(messages: list[Message], folder: Path) -> list[Message]:
     if pending:
         out.append(_image_message(pending))
     return out if len(out) != len(messages) else messages
+
+
+def _may_name_images(message: Message) -> bool:
+    content = message.get("content")
+    return message.get("role") == "tool" and isinstance(content, str) and "[image " in content
 
 
 def _image_message(parts: list[Message]) -> Message:
