@@ -138,3 +138,15 @@ def test_two_processes_keep_both_of_their_models(cache: Path) -> None:
     stored = json.loads((cache / "prices.json").read_text())
     assert {"openai/gpt-4.1", "openai/gpt-4o-mini"} <= set(stored["prices"])
     assert list(cache.glob("*.tmp")) == []
+
+
+def test_a_cache_file_far_larger_than_any_talaria_writes_is_not_read(cache: Path) -> None:
+    from talaria import user_cache
+
+    padding = " " * (user_cache.MAX_BYTES + 1)
+    (cache / "prices.json").write_text('{"catalogue": null, "prices": {}}' + padding)
+    price_cache.forget()
+
+    assert user_cache.read("prices.json") is None
+    assert estimate_cost("gpt-4.1", USAGE, "openai") == pytest.approx(0.287)
+    assert (cache / "prices.json").stat().st_size < 10_000  # replaced by what talaria writes

@@ -28,10 +28,16 @@ def cache_dir() -> Path:
     return Path(xdg or Path.home() / ".cache").expanduser() / "talaria"
 
 
+MAX_BYTES = 4 * 1024 * 1024
+"""A larger file is not what talaria writes (a few KB): it reads as absent."""
+
+
 def read(name: str) -> dict[str, Any] | None:
     """The JSON object stored under `name`, None without one."""
     try:
-        stored = fastjson.loads((cache_dir() / name).read_bytes())
+        with open(cache_dir() / name, "rb") as file:
+            raw = file.read(MAX_BYTES + 1)
+        stored = fastjson.loads(raw) if len(raw) <= MAX_BYTES else None
     except (OSError, ValueError):
         return None
     return stored if isinstance(stored, dict) else None
