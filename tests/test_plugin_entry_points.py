@@ -182,3 +182,19 @@ def test_a_damaged_cache_reads_as_no_cache(
 
     assert [(e.name, e.value) for e in entry_points("console_scripts")] == expected
     assert [(e.name, e.value) for e in entry_points("console_scripts")] == expected
+
+
+@pytest.mark.parametrize(
+    "groups", [[], {"console_scripts": {"a": "b"}}, {"console_scripts": [[1]]}]
+)
+def test_a_damaged_entry_for_this_very_path_reads_as_no_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, groups: object
+) -> None:
+    from talaria.plugins.entry_points import _path_identity
+
+    monkeypatch.setenv("TALARIA_CACHE_DIR", str(tmp_path))
+    expected = [(e.name, e.value) for e in metadata.entry_points(group="console_scripts")]
+    damaged = {"path": _path_identity(sys.path), "groups": groups}
+    (tmp_path / CACHE_FILE).write_text(json.dumps(damaged))
+
+    assert [(e.name, e.value) for e in entry_points("console_scripts")] == expected

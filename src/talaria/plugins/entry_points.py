@@ -78,19 +78,18 @@ def _path_identity(paths: list[str]) -> list[list[object]]:
     too)."""
     identity: list[list[object]] = []
     for root in paths:
+        folder = os.path.abspath(root or ".")  # "" is the working directory, wherever it is
         try:
-            identity.append([root, os.stat(root or ".").st_mtime_ns])
+            identity.append([folder, os.stat(folder).st_mtime_ns])
         except OSError:
-            identity.append([root, None])
+            identity.append([folder, None])
     return identity
 
 
 def _cached(paths: list[list[object]], group: str) -> list[EntryPoint] | None:
     """The group's entries as a scan of the same path found them, from the user's cache."""
-    stored = user_cache.read(CACHE_FILE)
-    if stored is None or stored.get("path") != paths:
-        return None
-    entries = stored.get("groups", {}).get(group)
+    groups = _stored_groups(paths)
+    entries = groups.get(group) if groups is not None else None
     if not isinstance(entries, list):
         return None
     try:
@@ -100,10 +99,18 @@ def _cached(paths: list[list[object]], group: str) -> list[EntryPoint] | None:
 
 
 def _remember(paths: list[list[object]], group: str, found: list[EntryPoint]) -> None:
-    stored = user_cache.read(CACHE_FILE)
-    groups = stored.get("groups", {}) if stored and stored.get("path") == paths else {}
+    groups = _stored_groups(paths) or {}
     groups[group] = [[entry.name, entry.value] for entry in found]
     user_cache.write(CACHE_FILE, {"path": paths, "groups": groups})
+
+
+def _stored_groups(paths: list[list[object]]) -> dict[str, Any] | None:
+    """The groups the cache holds for this path, None for another path or a damaged file."""
+    stored = user_cache.read(CACHE_FILE)
+    if stored is None or stored.get("path") != paths:
+        return None
+    groups = stored.get("groups")
+    return groups if isinstance(groups, dict) else None
 
 
 def _distribution_folders(paths: list[str]) -> list[str]:
