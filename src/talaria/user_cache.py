@@ -2,7 +2,8 @@
 
 They live in ``$TALARIA_CACHE_DIR``, else ``$XDG_CACHE_HOME/talaria``, else
 ``~/.cache/talaria``. They are only caches: a file that cannot be read, or holds something
-else, reads as absent, and one that cannot be written is not (a read-only home, a full disk).
+else, reads as absent, and one that cannot be written is not (a read-only home, a full disk,
+Temporal's workflow sandbox, which forbids `open`).
 A file is replaced whole, never written in place, so a reader never sees half of one.
 """
 
@@ -34,11 +35,10 @@ MAX_BYTES = 4 * 1024 * 1024
 
 def read(name: str) -> dict[str, Any] | None:
     """The JSON object stored under `name`, None without one."""
+    path = cache_dir() / name
     try:
-        with open(cache_dir() / name, "rb") as file:
-            raw = file.read(MAX_BYTES + 1)
-        stored = fastjson.loads(raw) if len(raw) <= MAX_BYTES else None
-    except (OSError, ValueError):
+        stored = fastjson.loads(path.read_bytes()) if path.stat().st_size <= MAX_BYTES else None
+    except Exception:  # best effort: a full disk, bad JSON, a sandbox that forbids files
         return None
     return stored if isinstance(stored, dict) else None
 
@@ -51,7 +51,7 @@ def write(name: str, data: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial.write_bytes(fastjson.dumpb(data))
         os.replace(partial, path)
-    except OSError as error:
+    except Exception as error:  # best effort, as reading is
         log.debug("not cached in %s: %s", path, error)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(Exception):
             partial.unlink(missing_ok=True)
