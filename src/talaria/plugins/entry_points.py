@@ -56,7 +56,8 @@ def entry_points(group: str) -> list[EntryPoint]:
         if _other_distribution_finders():
             raise _NotCovered
         paths = _path_identity(sys.path)
-        known = _cached(paths, group)
+        groups = _stored_groups(paths) or {}
+        known = _cached(groups, group)
         if known is not None:
             return known
         found = [
@@ -64,7 +65,8 @@ def entry_points(group: str) -> list[EntryPoint]:
             for info in _distribution_folders(sys.path)
             for entry in _parse(_read_entry_points(info), group)
         ]
-        _remember(paths, group, found)
+        groups[group] = [[entry.name, entry.value] for entry in found]
+        user_cache.write(CACHE_FILE, {"path": paths, "groups": groups})
         return found
     except _NotCovered:
         from importlib import metadata
@@ -86,22 +88,15 @@ def _path_identity(paths: list[str]) -> list[list[object]]:
     return identity
 
 
-def _cached(paths: list[list[object]], group: str) -> list[EntryPoint] | None:
+def _cached(groups: dict[str, Any], group: str) -> list[EntryPoint] | None:
     """The group's entries as a scan of the same path found them, from the user's cache."""
-    groups = _stored_groups(paths)
-    entries = groups.get(group) if groups is not None else None
+    entries = groups.get(group)
     if not isinstance(entries, list):
         return None
     try:
         return [EntryPoint(str(name), str(value), group) for name, value in entries]
     except (TypeError, ValueError):
         return None
-
-
-def _remember(paths: list[list[object]], group: str, found: list[EntryPoint]) -> None:
-    groups = _stored_groups(paths) or {}
-    groups[group] = [[entry.name, entry.value] for entry in found]
-    user_cache.write(CACHE_FILE, {"path": paths, "groups": groups})
 
 
 def _stored_groups(paths: list[list[object]]) -> dict[str, Any] | None:

@@ -70,7 +70,7 @@ def remember(key: str, entry: Entry, before: float | None = None) -> None:
         stored["unknown" if entry == UNKNOWN else "slow"] = True
     with _lock:
         entries = _loaded()
-        entries.update(_read(_catalogue()) or {})
+        entries.update(_read(_identity) or {})
         entries[key] = stored
         _write(entries)
 
