@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from talaria.values import mutable
@@ -152,18 +152,24 @@ def lane(name: str) -> Lane:
         return found
 
 
-async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run `fn(*args, **kwargs)` (store work) on the io lane and await its result."""
     return await _run(lane("io"), functools.partial(fn, *args, **kwargs), None)
 
 
 async def run_user_code(
-    fn: Callable[..., T], *args: Any, timeout: float | None = None, **kwargs: Any
+    fn: Callable[..., T],
+    /,
+    *args: Any,
+    kwargs: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> T:
-    """Run user code (a tool handler, a hook) on the user lane, in the caller's context (so
-    spans it starts nest under the caller's). TimeoutError after `timeout` seconds; on a
-    timeout or a cancellation the call is abandoned, its thread left to finish alone."""
-    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    """Run user code `fn(*args, **kwargs)` (a tool handler, a hook) on the user lane, in the
+    caller's context (so spans it starts nest under the caller's). The keyword arguments come
+    as one mapping, so a tool's own argument named `timeout` (or `fn`) is the tool's.
+    TimeoutError after `timeout` seconds; on a timeout or a cancellation the call is
+    abandoned, its thread left to finish alone."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **(kwargs or {}))
     return await _run(lane("user"), call, timeout)
 
 

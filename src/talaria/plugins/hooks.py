@@ -69,7 +69,7 @@ class HookBus:
     async def aemit(self, name: str, **kwargs: Any) -> None:
         """`emit` for the loop: off the event loop (and free when nothing is registered)."""
         if self._hooks[name]:
-            await run_user_code(self.emit, name, **kwargs)
+            await run_user_code(self.emit, name, kwargs=kwargs)
 
     async def pre_tool_call(
         self, tool_name: str, arguments: dict[str, Any], **kwargs: Any
@@ -81,10 +81,8 @@ class HookBus:
             try:
                 answer = await run_user_code(
                     hook,
-                    tool_name=tool_name,
-                    arguments=dict(outcome.arguments),
+                    kwargs={**kwargs, "tool_name": tool_name, "arguments": dict(outcome.arguments)},
                     timeout=self._pre_tool_timeout,
-                    **kwargs,
                 )
             except TimeoutError:
                 return PreToolOutcome(arguments, blocked=f"plugin guard {_label(hook)} timed out")
@@ -101,7 +99,7 @@ class HookBus:
     async def atransform_tool_result(self, tool_name: str, result: str, **kwargs: Any) -> str:
         if not self._hooks["transform_tool_result"]:
             return result
-        return await run_user_code(self.transform_tool_result, tool_name, result, **kwargs)
+        return await run_user_code(self.transform_tool_result, tool_name, result, kwargs=kwargs)
 
     def transform_tool_result(self, tool_name: str, result: str, **kwargs: Any) -> str:
         for hook in self._hooks["transform_tool_result"]:

@@ -313,7 +313,7 @@ class ToolExecutor:
                 async with asyncio.timeout(timeout):  # in this task: no task per call
                     value = await tool.handler(**kwargs)
             else:  # a handler that overstays is abandoned to its thread, never waited for
-                value = await run_user_code(tool.handler, timeout=timeout, **kwargs)
+                value = await run_user_code(tool.handler, kwargs=kwargs, timeout=timeout)
         except TimeoutError:
             ctx.interrupt.set()
             return CallOutcome(f"Error: {tool.name} timed out after {timeout:g} s.", True)
