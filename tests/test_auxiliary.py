@@ -14,6 +14,7 @@ from talaria.events import Event, Notice
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.runtime import Runtime
 from talaria.plugins.hooks import HookBus
+from talaria.policy.approval import ApprovalState
 from talaria.providers.auxiliary import side_call
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.factory import resolve_spec
@@ -22,7 +23,6 @@ from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.testing.script import Fail, Reply, text
 from talaria.testing.scripted_model import ScriptedModel
 from talaria.testing.server import ScriptedProvider
-from talaria.tools.approval import ApprovalState
 from talaria.tools.executor import ToolExecutor
 
 ASK = [{"role": "system", "content": "Title this chat."}, {"role": "user", "content": "hi"}]

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from talaria.tools.command_safety import assess_command
+from talaria.policy.command_safety import assess_command
 from talaria.tools.sensitive_paths import assess_file_write
 
 _CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "command_corpus.yaml").read_text())

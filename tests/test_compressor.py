@@ -21,6 +21,7 @@ from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.messages.validate import history_problems
 from talaria.plugins.hooks import HookBus
+from talaria.policy.approval import ApprovalState
 from talaria.providers.base import Usage
 from talaria.providers.factory import resolve_spec
 from talaria.providers.resilience.caller import ModelCaller
@@ -29,7 +30,6 @@ from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing.script import Fail, Reply, Script, call, text
 from talaria.testing.scripted_model import ScriptedModel
 from talaria.testing.server import ScriptedProvider
-from talaria.tools.approval import ApprovalState
 from talaria.tools.executor import ToolExecutor
 
 SYSTEM = "You are a careful coding agent."

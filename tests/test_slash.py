@@ -28,8 +28,8 @@ from talaria.cli.slash import (
 )
 from talaria.config import Config
 from talaria.events import ApprovalRequested, RequestWithdrawn
+from talaria.policy.approval import ApprovalState
 from talaria.store.sqlite import SQLiteSessionStore
-from talaria.tools.approval import ApprovalState
 
 REQUIRED = {
     "help",

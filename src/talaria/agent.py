@@ -22,8 +22,8 @@ from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
 from talaria.loop.session import SessionHandle
 from talaria.plugins.hooks import HookBus
+from talaria.policy.approval import ApprovalState
 from talaria.store.base import new_writer_id
-from talaria.tools.approval import ApprovalState
 from talaria.tools.base import Tool
 
 if TYPE_CHECKING:

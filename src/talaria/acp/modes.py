@@ -20,7 +20,7 @@ from acp.schema import (
 )
 
 from talaria.acp.describe import EDIT_TOOLS
-from talaria.tools.approval import ApprovalState
+from talaria.policy.approval import ApprovalState
 from talaria.tools.sandbox import SANDBOX_MODES
 from talaria.values import mutable
 

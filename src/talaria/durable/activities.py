@@ -48,11 +48,11 @@ from talaria.durable.protocol import (
 from talaria.durable.turn_span import record_turn_span
 from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
+from talaria.policy.approval import ApprovalState
 from talaria.providers.base import ToolCall, Usage
 from talaria.providers.errors import ProviderError
 from talaria.providers.resilience.caller import Watchdog
 from talaria.store.base import SessionBusy, UsageRecord
-from talaria.tools.approval import ApprovalState
 from talaria.tools.base import ToolContext
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from talaria.interaction import Interactions, normalise_answer
 from talaria.interrupt import InterruptSignal, RaceEntry
 from talaria.loop.session import SessionHandle
 from talaria.plugins.hooks import HookBus
+from talaria.policy.approval import ApprovalState
 from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall
-from talaria.tools.approval import ApprovalState
 from talaria.tools.base import Tool, ToolContext
 from talaria.tools.executor import CallOutcome, ToolExecutor
 from talaria.values import mutable

@@ -21,7 +21,7 @@ from talaria.mcp.manager import MCPManager
 from talaria.mcp.names import assign_names
 from talaria.mcp.results import render_contents, render_result
 from talaria.mcp.schema import normalise_schema
-from talaria.tools.approval import Assessment
+from talaria.policy.approval import Assessment
 from talaria.tools.base import Tool, ToolError
 
 TOOLSET = "mcp"

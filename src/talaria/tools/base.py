@@ -13,7 +13,7 @@ from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.events import EventSink
-    from talaria.tools.approval import Assessment
+    from talaria.policy.approval import Assessment
 
 
 class ToolError(Exception):

@@ -25,9 +25,9 @@ from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.messages.redact import redact
 from talaria.offload import run_user_code
 from talaria.plugins.hooks import HookBus
+from talaria.policy.approval import ApprovalState, Assessment, assess_tool_call
 from talaria.providers.base import ToolCall
 from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
-from talaria.tools.approval import ApprovalState, Assessment, assess_tool_call
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments

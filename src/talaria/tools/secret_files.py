@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from talaria.tools.approval import Assessment
+from talaria.policy.approval import Assessment
 
 TALARIA_SECRETS = ("config.yaml", ".env", "auth.json")
 """Relative to the talaria home."""

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from talaria.tools.approval import Assessment
+from talaria.policy.approval import Assessment
 
 SHELL_STARTUP_FILES = frozenset(
     {

@@ -11,8 +11,8 @@ from __future__ import annotations
 import shlex
 from typing import NamedTuple
 
-from talaria.tools.command_words import Arg, Finding, program_name
-from talaria.tools.shell_syntax import NAME
+from talaria.policy.command_words import Arg, Finding, program_name
+from talaria.policy.shell_syntax import NAME
 
 
 class Wrapper(NamedTuple):

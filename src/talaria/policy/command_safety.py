@@ -15,14 +15,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from talaria.tools.approval import Assessment
-from talaria.tools.command_flow import Flow, output_of, piped_code, reads_program_from_stdin
-from talaria.tools.command_rules import rm_rule, rule_for
-from talaria.tools.command_words import SHELLS, Arg, Finding, ScanContext, program_name
-from talaria.tools.command_wrappers import unwrap
-from talaria.tools.rules_code import local_program
-from talaria.tools.rules_files import read_redirect, remember_write, write_target
-from talaria.tools.shell_syntax import NAME, WRITE_REDIRECTS, Command, Word, parse
+from talaria.policy.approval import Assessment
+from talaria.policy.command_flow import Flow, output_of, piped_code, reads_program_from_stdin
+from talaria.policy.command_rules import rm_rule, rule_for
+from talaria.policy.command_words import SHELLS, Arg, Finding, ScanContext, program_name
+from talaria.policy.command_wrappers import unwrap
+from talaria.policy.rules_code import local_program
+from talaria.policy.rules_files import read_redirect, remember_write, write_target
+from talaria.policy.shell_syntax import NAME, WRITE_REDIRECTS, Command, Word, parse
 
 MAX_DEPTH = 8
 
@@ -159,7 +159,7 @@ class Scanner:
         name = program_name(argv[0])
         if name in SHELLS or name in ("source", "."):
             return [f for text in code for f in self.nested(text)]
-        from talaria.tools.rules_code import inline_code
+        from talaria.policy.rules_code import inline_code
 
         return [f for text in code for f in inline_code(text, self, name)]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from talaria.tools.command_words import (
+from talaria.policy.command_words import (
     FETCHED_CODE,
     INTERPRETER,
     SHELLS,
@@ -22,12 +22,12 @@ from talaria.tools.command_words import (
     shell_payload,
     short_flags,
 )
-from talaria.tools.rules_code import decode, inline_code, printed_text
+from talaria.policy.rules_code import decode, inline_code, printed_text
 from talaria.values import frozen
 
 if TYPE_CHECKING:
-    from talaria.tools.command_safety import Scanner
-    from talaria.tools.shell_syntax import Command
+    from talaria.policy.command_safety import Scanner
+    from talaria.policy.shell_syntax import Command
 
 _FETCHERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
 _DECODERS = frozenset({"base64", "base32", "xxd", "openssl", "uudecode", "gpg", "rev"})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from talaria.tools.command_words import (
+from talaria.policy.command_words import (
     Arg,
     Finding,
     only_lists,
@@ -24,7 +24,7 @@ from talaria.tools.command_words import (
 from talaria.tools.sensitive_paths import is_block_device
 
 if TYPE_CHECKING:
-    from talaria.tools.command_safety import Scanner
+    from talaria.policy.command_safety import Scanner
 
 _SQL_DANGER = re.compile(
     r"\b(drop\s+(database|schema|table|view|index|user|role|owned|keyspace|collection)"

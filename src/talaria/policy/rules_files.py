@@ -14,12 +14,19 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from talaria.tools.command_words import Arg, Finding, absolute, operands, option_value, program_name
+from talaria.policy.command_words import (
+    Arg,
+    Finding,
+    absolute,
+    operands,
+    option_value,
+    program_name,
+)
 from talaria.tools.secret_files import secret_reason
 from talaria.tools.sensitive_paths import classify_write, is_block_device, talaria_settings
 
 if TYPE_CHECKING:
-    from talaria.tools.command_safety import Scanner
+    from talaria.policy.command_safety import Scanner
 
 READERS = frozenset(
     {

@@ -16,7 +16,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from talaria.tools.command_words import (
+from talaria.policy.command_words import (
     FETCHED_CODE,
     INTERPRETER,
     SHELLS,
@@ -27,10 +27,10 @@ from talaria.tools.command_words import (
     protected,
     shell_payload,
 )
-from talaria.tools.shell_syntax import ansi_c
+from talaria.policy.shell_syntax import ansi_c
 
 if TYPE_CHECKING:
-    from talaria.tools.command_safety import Scanner
+    from talaria.policy.command_safety import Scanner
 
 MAX_SCRIPT_BYTES = 256_000
 INLINE_CODE = "inline code"
@@ -215,7 +215,7 @@ def interpreter_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
             code = argv[i + 1] if i + 1 < len(argv) else Arg("")
             return [*edits, *inline_code(code, sc, language)]
         if a == "-m":
-            from talaria.tools.command_rules import packages_rule
+            from talaria.policy.command_rules import packages_rule
 
             module = argv[i + 1 :]
             return packages_rule(module, sc) if module[:1] == ["pip"] else []
@@ -230,7 +230,7 @@ def _perl_in_place(argv: list[Arg], sc: Scanner) -> list[Finding]:
     flags = [a for a in argv[1:] if a.startswith("-") and not a.startswith("--")]
     if not any("i" in a[1:] for a in flags):
         return []
-    from talaria.tools.rules_files import write_targets
+    from talaria.policy.rules_files import write_targets
 
     code_given = any(a[-1] in "eE" for a in flags)
     files = [a for a in argv[1:] if not a.startswith("-")][1 if code_given else 0 :]
@@ -269,7 +269,7 @@ def source_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
 
 def awk_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
     """awk's system() and pipes run shell commands."""
-    from talaria.tools.rules_files import reads_rule
+    from talaria.policy.rules_files import reads_rule
 
     program = next((a for a in argv[1:] if not a.startswith("-")), "")
     found = reads_rule(argv, sc)

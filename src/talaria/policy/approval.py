@@ -1,6 +1,6 @@
 """The approval seam: which tool calls need a human's yes, and remembering the answers.
 
-The command analysis itself lives in `talaria.tools.command_safety`; this module turns its
+The command analysis itself lives in `talaria.policy.command_safety`; this module turns its
 verdict into a decision, asks the approver, and keeps the session's and the config's grants.
 Fail closed: no approver, an approver that raises, or a timeout means deny. Asking itself is
 an interaction request (`talaria.interaction`).
@@ -104,7 +104,7 @@ def assess_tool_call(
 
 
 def _assess_terminal(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
-    from talaria.tools.command_safety import assess_command
+    from talaria.policy.command_safety import assess_command
 
     command = arguments.get("command")
     if not isinstance(command, str):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from talaria.tools import rules_code, rules_files, rules_system
-from talaria.tools.command_words import (
+from talaria.policy import rules_code, rules_files, rules_system
+from talaria.policy.command_words import (
     INTERPRETER,
     SHELLS,
     Arg,
@@ -27,7 +27,7 @@ from talaria.tools.command_words import (
 )
 
 if TYPE_CHECKING:
-    from talaria.tools.command_safety import Scanner
+    from talaria.policy.command_safety import Scanner
 
 
 def _cd(argv: list[Arg], sc: Scanner) -> list[Finding]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from talaria.values import mutable
 
 if TYPE_CHECKING:
-    from talaria.tools.command_safety import Scanner
+    from talaria.policy.command_safety import Scanner
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh"})
 INTERPRETER = re.compile(
