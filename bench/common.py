@@ -402,13 +402,15 @@ def _table_line(cells: Sequence[str], widths: Sequence[int]) -> str:
     return "| " + " | ".join(padded) + " |"
 
 
-def write_results(name: str, rows: Sequence[Row], notes: dict[str, Any]) -> Path:
-    """Write bench/results/<name>.json (gitignored) with the rows and how they were made."""
+def write_results(name: str, rows: Sequence[Row], notes: dict[str, Any], title: str = "") -> Path:
+    """Write bench/results/<name>.json (gitignored) with the rows and how they were made;
+    `python bench/performance_page.py --publish` turns them into docs/performance.md."""
     RESULTS_DIR.mkdir(exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
     payload = {
         "bench": name,
-        "command": f"python bench/{name}.py",
+        "title": title,
+        "command": " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "machine": {
             "python": platform.python_version(),
@@ -430,7 +432,7 @@ def report(name: str, title: str, rows: Sequence[Row], notes: dict[str, Any]) ->
     for key, value in notes.items():
         print(f"- {key}: {value}")
     print(f"- load average (1, 5, 15 min): {os.getloadavg()} on {os.cpu_count()} cpus")
-    path = write_results(name, rows, notes)
+    path = write_results(name, rows, notes, title)
     shown = path.relative_to(BENCH_DIR.parent) if path.is_relative_to(BENCH_DIR.parent) else path
     print(f"(results: {shown})\n")
     return table

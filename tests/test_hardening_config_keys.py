@@ -1,4 +1,4 @@
-"""The schema knows every key talaria reads, and the README's example configs load clean."""
+"""The schema knows every key talaria reads, and the documentation's example configs load clean."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ def test_every_key_the_code_reads_is_in_the_schema() -> None:
 
 
 def readme_configs() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The YAML examples of the documentation (README.md and docs/*.md)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     return re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
 
 

@@ -2,7 +2,7 @@
 
 Each line has a `type`: the event's class name in snake_case (`text_delta`, `tool_started`,
 `approval_requested`, ...), followed by the event's own fields. The last line is always a
-`result` object with the usage. The schema is in the README ("Scripting"); new event types may
+`result` object with the usage. The schema is in docs/cli.md ("Scripting"); new event types may
 be added, existing fields are not renamed.
 """
 

@@ -1,6 +1,6 @@
 """The HTTP layer every model call goes through: one shared pool per event loop.
 
-Why these choices (numbers in README "Performance", from ``bench/transport.py``):
+Why these choices (numbers in docs/performance.md, from ``bench/transport.py``):
 
 * One pool per event loop, shared by every agent and endpoint client on it: connections are
   reused across agents, and a process with many agents keeps one TLS context, not one each.
