@@ -287,11 +287,9 @@ class Agent:
     @property
     def store(self) -> SessionStore:
         if self._store is None:
-            from talaria.store.factory import open_store
+            from talaria.store.factory import configured_store
 
-            self._store = open_store(
-                self.config.get("store.url"), self.home, self.config.get("store", {})
-            )
+            self._store = configured_store(self.config)
         return self._store
 
     @property

@@ -89,6 +89,8 @@ def _environment_layer(env: Mapping[str, str]) -> dict[str, Any]:
         model["base_url"] = env["TALARIA_BASE_URL"]
     if model:
         layer["model"] = model
+    if env.get("TALARIA_STORE_URL"):
+        layer["store"] = {"url": env["TALARIA_STORE_URL"]}
     otel = env.get("TALARIA_OTEL", "").strip().lower()
     if otel:
         layer["telemetry"] = {"enabled": otel in ("1", "true", "yes", "on")}

@@ -60,7 +60,7 @@ def _settings(args: argparse.Namespace) -> Any:
     from talaria.acp.session import SessionSettings
     from talaria.cli.options import agent_kwargs
     from talaria.config import Config
-    from talaria.store.factory import open_store
+    from talaria.store.factory import configured_store
     from talaria.tools.catalog import Capabilities, default_toolsets
 
     kwargs = agent_kwargs(args)
@@ -78,9 +78,7 @@ def _settings(args: argparse.Namespace) -> Any:
         toolsets=toolsets,
         images=bool(config.get("model.vision", True)),
         mcp_servers=dict(config.get("mcp_servers") or {}),
-        open_store=functools.partial(
-            open_store, config.get("store.url"), config.home, config.get("store", {})
-        ),
+        open_store=functools.partial(configured_store, config),
     )
 
 

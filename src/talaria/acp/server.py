@@ -118,8 +118,11 @@ class TalariaAcpAgent:
         self, cwd: str | None = None, cursor: str | None = None, **_: Any
     ) -> ListSessionsResponse:
         live = list(reversed(self._sessions.values()))
-        store = self._settings.open_store()
-        return await asyncio.to_thread(session_page, store, cwd, cursor, live)
+        store = await asyncio.to_thread(self._settings.open_store)
+        try:
+            return await asyncio.to_thread(session_page, store, cwd, cursor, live)
+        finally:
+            store.close()
 
     async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
         session = self._session(session_id)

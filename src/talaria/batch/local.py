@@ -91,10 +91,10 @@ async def run_local(
 ) -> BatchSummary:
     """Run every task the results file does not hold yet, `concurrency` at a time."""
     from talaria.config import Config
-    from talaria.store.factory import open_store
+    from talaria.store.factory import configured_store
 
     config = Config.load(agent_options.get("home"), overrides=agent_options.get("config"))
-    store = open_store(config.get("store.url"), config.home, config.get("store", {}))
+    store = configured_store(config)
     pools = [_AgentPool({**agent_options, "store": store}) for _ in range(max(1, concurrency))]
     try:
         return await drain(tasks, results, [pool.run for pool in pools], on_done)

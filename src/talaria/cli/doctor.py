@@ -197,19 +197,25 @@ def _environment_checks() -> list[Check]:
     ]
 
 
-def _store_check(home: Path) -> Check:
-    path = home / "state.db"
-    if not path.exists():
-        return Check("sessions", NONE, "none yet")
+def _store_check(config: Any) -> Check:
+    """The sessions of the store the agent uses (`store.url`, else the home's state.db)."""
+    if config is None:
+        return Check("sessions", NONE, "not checked: the configuration does not load")
     from talaria.store.base import StoreError
-    from talaria.store.sqlite import SQLiteSessionStore
+    from talaria.store.factory import existing_store, store_location
 
+    where = store_location(config)
     try:
-        with SQLiteSessionStore(path) as store:
+        store = existing_store(config)
+        if store is None:
+            return Check("sessions", NONE, f"none yet ({where})")
+        try:
             count = len(store.list_sessions(limit=100_000))
+        finally:
+            store.close()
     except StoreError as exc:
-        return Check("sessions", BAD, f"{path}: {exc}")
-    return Check("sessions", OK, f"{count} in {path}")
+        return Check("sessions", BAD, f"{where}: {exc}")
+    return Check("sessions", OK, f"{count} in {where}")
 
 
 def _tool_checks() -> list[Check]:
@@ -267,7 +273,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         model_checks, healthy = _model_checks(config)
         checks += [*model_checks, sandbox_check(config, Path.cwd())]
     checks += _environment_checks()
-    checks.append(_store_check(home))
+    checks.append(_store_check(config))
     checks += _tool_checks()
     print(report(checks))
     if not healthy:

@@ -140,13 +140,13 @@ def session_header(info: SessionInfo) -> str:
 
 
 def existing_store(home: str | Path | None) -> SessionStore | None:
-    """The session store of `home`, or None when no session was ever saved there (reading
-    sessions must not create the database)."""
-    from talaria.config import default_home
-    from talaria.store.sqlite import SQLiteSessionStore
+    """The session store the agent of `home` uses (`store.url`, else the home's state.db), or
+    None when that is a SQLite file no session was ever saved in (reading sessions must not
+    create the database). A bad configuration raises `ConfigError`."""
+    from talaria.config import Config
+    from talaria.store import factory
 
-    path = (Path(home).expanduser() if home else default_home()) / "state.db"
-    return SQLiteSessionStore(path) if path.exists() else None
+    return factory.existing_store(Config.load(home))
 
 
 def run_sessions(args: argparse.Namespace) -> int:

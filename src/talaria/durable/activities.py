@@ -82,11 +82,11 @@ class WorkerAgents:
 
     def __init__(self, options: dict[str, Any]) -> None:
         from talaria.config import Config
-        from talaria.store.factory import open_store
+        from talaria.store.factory import configured_store
 
         self.options = options
         config = Config.load(options.get("home"), overrides=options.get("config"))
-        self.store = open_store(config.get("store.url"), config.home, config.get("store", {}))
+        self.store = configured_store(config)
         self._agents: dict[str, tuple[Agent, Runtime]] = {}
 
     def get(self, overrides: dict[str, Any]) -> tuple[Agent, Runtime]:

@@ -62,7 +62,8 @@ def run_serve(args: argparse.Namespace) -> int:
             f"needs the server extra ({exc.name} is missing): pip install 'talaria[server]'"
         )
     from talaria.config import Config, ConfigError
-    from talaria.store.sqlite import SQLiteSessionStore
+    from talaria.store.base import StoreError
+    from talaria.store.factory import configured_store
 
     try:
         config = Config.load(args.home)
@@ -76,8 +77,11 @@ def run_serve(args: argparse.Namespace) -> int:
         sock = _bind(settings.host, settings.port)
     except OSError as exc:
         return _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
-    config.home.mkdir(parents=True, exist_ok=True)
-    store = SQLiteSessionStore(config.home / "state.db")
+    try:
+        store = configured_store(config)
+    except StoreError as exc:
+        sock.close()
+        return _fail(str(exc))
     app = create_app(settings, agent_factory(args, store, settings), store)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

@@ -1,15 +1,63 @@
-"""Which session store an agent opens: `store.url` names it, the home's SQLite file otherwise."""
+"""Which session store an agent opens: `store.url` names it, the home's SQLite file otherwise.
+
+Every command and front end that reads or writes sessions (the agent, `serve`, `sessions`,
+`usage`, `doctor`, `--resume`/`-c`, `acp`, `batch`, `mcp serve`, `worker`) gets its store from
+`configured_store`, so one setting moves all of them at once.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from talaria.store.base import SessionStore, StoreError
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+SQLITE_SCHEME = "sqlite:///"
 DEFAULT_LOCK_TIMEOUT = 10.0
 """Seconds a SQLite operation waits for another process's lock (`store.lock_timeout`)."""
+
+
+class StoreSettings(Protocol):
+    """What `configured_store` reads: a loaded `talaria.config.Config` is one."""
+
+    @property
+    def home(self) -> Path: ...
+
+    def get(self, dotted: str, default: Any = None) -> Any: ...
+
+
+def configured_store(settings: StoreSettings) -> SessionStore:
+    """The store these settings name (`store.url`, else `<home>/state.db`)."""
+    return open_store(settings.get("store.url"), settings.home, settings.get("store", {}))
+
+
+def existing_store(settings: StoreSettings) -> SessionStore | None:
+    """`configured_store`, or None when it is a SQLite file that does not exist yet: a
+    command that only reads sessions must not create the database."""
+    path = sqlite_path(settings.get("store.url"), settings.home)
+    if path is not None and not path.exists():
+        return None
+    return configured_store(settings)
+
+
+def store_location(settings: StoreSettings) -> str:
+    """Where the sessions are, for messages: the SQLite file, or the URL without credentials."""
+    path = sqlite_path(settings.get("store.url"), settings.home)
+    if path is not None:
+        return str(path)
+    url = str(settings.get("store.url"))
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.rpartition('@')[2]}"
+
+
+def sqlite_path(url: str | None, home: Path) -> Path | None:
+    """The SQLite file `url` names (None: the home's state.db); None for another kind."""
+    if not url:
+        return home / "state.db"
+    if url.startswith(SQLITE_SCHEME):
+        return Path(url[len(SQLITE_SCHEME) :]).expanduser()
+    return None
 
 
 def open_store(url: str | None, home: Path, options: dict[str, Any] | None = None) -> SessionStore:
@@ -27,11 +75,11 @@ def open_store(url: str | None, home: Path, options: dict[str, Any] | None = Non
         return PostgresSessionStore(url, pool_size=int((options or {}).get("pool_size", 10)))
     from talaria.store.sqlite import SQLiteSessionStore
 
-    if url and not url.startswith("sqlite:///"):
+    path = sqlite_path(url, home)
+    if path is None:
         raise StoreError(
-            f"store.url {url.split('@')[-1]!r} is not supported: use postgresql://... "
+            f"store.url {str(url).split('@')[-1]!r} is not supported: use postgresql://... "
             "or sqlite:///path (default: the home's state.db)"
         )
-    path = Path(url[len("sqlite:///") :]) if url else home / "state.db"
     lock_timeout = float((options or {}).get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
     return SQLiteSessionStore.shared(path, lock_timeout=lock_timeout)  # it makes the directory
