@@ -31,6 +31,7 @@ from common import ProviderProcess, Row, report
 MODEL_CALLS = 2
 PLAN = [[("read_file", {"path": "notes.txt"})]]
 TICKS = os.sysconf("SC_CLK_TCK")
+SERVER_KEY = "bench-server-key-0123456789"
 
 
 def start_server(provider_url: str, home: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -45,8 +46,9 @@ def start_server(provider_url: str, home: Path) -> tuple[subprocess.Popen[bytes]
         "--base-url", provider_url, "--model", "scripted-model", "--api-key", "bench",
         "--api-mode", "chat_completions", "--toolsets", "file",
     ]  # fmt: skip
+    env = {**os.environ, "TALARIA_SERVER_KEY": SERVER_KEY}
     with open(log, "wb") as sink:
-        proc = subprocess.Popen(command, stderr=sink, cwd=home)
+        proc = subprocess.Popen(command, stderr=sink, cwd=home, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = re.search(r"listening on (\S+)", log.read_text(errors="replace"))
@@ -89,7 +91,8 @@ async def one_run(http: httpx.AsyncClient, session_id: str | None) -> tuple[floa
 
 async def round_of(url: str, sessions: list[str | None]) -> list[tuple[float, str, str]]:
     limits = httpx.Limits(max_connections=len(sessions) * 2, max_keepalive_connections=0)
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
+    auth = {"Authorization": f"Bearer {SERVER_KEY}"}
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits, headers=auth) as http:
         return await asyncio.gather(*(one_run(http, s) for s in sessions))
 
 

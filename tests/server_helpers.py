@@ -22,7 +22,10 @@ KEY = "test-server-key-0123456789"
 
 @dataclass
 class ServeProcess:
-    """`talaria serve --port 0` against a scripted provider; `url` once it listens."""
+    """`talaria serve --port 0` against a scripted provider; `url` once it listens.
+
+    `key=None` starts it without a configured key: `key` is then the one it made and printed
+    (the token of the page's address)."""
 
     provider: ScriptedProvider
     home: Path
@@ -51,9 +54,12 @@ class ServeProcess:
             self.proc = subprocess.Popen(command, stderr=sink, cwd=self.home, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = re.search(r"listening on (\S+)", log.read_text(errors="replace"))
-            if found:
+            printed = log.read_text(errors="replace")
+            found = re.search(r"listening on (\S+)", printed)
+            page = re.search(r"web page: \S+/\?token=(\S+)", printed)
+            if found and page:
                 self.url = found.group(1)
+                self.key = self.key or page.group(1)
                 return self
             if self.proc.poll() is not None:
                 break

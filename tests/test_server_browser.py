@@ -4,16 +4,15 @@ message, approve the command the agent wants to run, see the tool card and the s
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from server_helpers import KEY, ServeProcess
+from browser_support import chromium
+from server_helpers import ServeProcess
 from talaria.testing import ScriptedProvider, call, text
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(
     os.environ.get("TALARIA_TEST_ARTIFACTS") or Path(__file__).parent.parent / "test-artifacts"
 )
@@ -23,21 +22,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("chromium is required in CI (.ci/run installs it with apt)")
-        pytest.skip("chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 def test_chat_in_the_browser_with_an_approval_and_a_tool_card(browser, tmp_path: Path) -> None:
@@ -49,9 +35,11 @@ def test_chat_in_the_browser_with_an_approval_and_a_tool_card(browser, tmp_path:
         call("terminal", {"command": f"rm -rf {target}"}),
         text(answer, chunk_size=5, chunk_delay=0.02),
     ]
-    with ScriptedProvider(steps) as provider, ServeProcess(provider, home) as serve:
+    # No key configured: the server makes one and prints the page's address with it.
+    with ScriptedProvider(steps) as provider, ServeProcess(provider, home, key=None) as serve:
         page = browser.new_page()
-        page.goto(f"{serve.url}/?key={KEY}")  # the one-time key exchange sets the cookie
+        page.goto(f"{serve.url}/?token={serve.key}")  # the address talaria serve printed
+        assert page.url == f"{serve.url}/", "the token leaves the address bar"
         page.fill("#input", "clean up the old build")
         page.press("#input", "Enter")
 

@@ -1,7 +1,8 @@
-"""The Starlette application: routes, middleware (CORS, body limit, key), the web page.
+"""The Starlette application: routes, middleware (host, CORS, origin, body limit, key), the page.
 
 `create_app` takes the agent factory and the store, so tests and embedders can serve their own
-agents; `talaria serve` builds both from the command line and the config.
+agents; `talaria serve` builds both from the command line and the config. A server always has
+a key: settings without one get a random one (`ServerSettings.ensure_key`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from talaria import __version__
 from talaria.offload import run_blocking
 from talaria.server import api_chat, api_responses, api_runs, api_sessions, openai_common
 from talaria.server.errors import EXCEPTION_HANDLERS, ApiError, log
+from talaria.server.guards import HostGuard, WriteGuard
 from talaria.server.hub import AgentFactory, SessionHub
 from talaria.server.middleware import BodyLimit, KeyAuth
 from talaria.server.openai_common import SESSION_HEADER
@@ -72,6 +74,7 @@ def _warm_up(make_agent: AgentFactory) -> None:
 def create_app(
     settings: ServerSettings, make_agent: AgentFactory, store: SessionStore
 ) -> Starlette:
+    key = settings.ensure_key()
     hub = SessionHub(make_agent, store, settings)
 
     @asynccontextmanager
@@ -92,15 +95,17 @@ def create_app(
         *api_sessions.ROUTES,
     ]
     middleware = [
+        Middleware(HostGuard, allowed_hosts=settings.allowed_hosts),
         Middleware(
             CORSMiddleware,
-            allow_origins=settings.cors_origins,
+            allow_origins=settings.allowed_origins,
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["authorization", "content-type", "last-event-id", SESSION_HEADER],
             expose_headers=[SESSION_HEADER],
         ),
+        Middleware(WriteGuard, allowed_origins=settings.allowed_origins),
         Middleware(BodyLimit, limit=settings.max_body_bytes),
-        Middleware(KeyAuth, key=settings.api_key),
+        Middleware(KeyAuth, key=key),
     ]
     app = Starlette(
         routes=routes,

@@ -1,7 +1,9 @@
 """`talaria serve`: check the settings, bind the port, run uvicorn with the app.
 
 Refusals (an open address without a strong key, a port in use, the extra not installed) are
-one line on stderr and exit code 2, before anything listens.
+one line on stderr and exit code 2, before anything listens. Without a configured key the
+server makes one for this launch and prints the page's address with it (`/?token=<key>`, as
+Jupyter does): the page keeps it, so nobody types it, and no other web page can know it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def agent_factory(args: argparse.Namespace, store: Any, settings: ServerSettings
     return make
 
 
+def _uvicorn_config(app: Any, settings: ServerSettings) -> Any:
+    import uvicorn
+
+    from talaria.server.protocol import with_head_deadline
+
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        http=with_head_deadline(settings.header_timeout_s),
+        timeout_keep_alive=settings.keep_alive_s,
+        limit_concurrency=settings.max_connections,
+    )
+
+
 def run_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -82,11 +99,15 @@ def run_serve(args: argparse.Namespace) -> int:
     except StoreError as exc:
         sock.close()
         return _fail(str(exc))
+    configured = bool(settings.api_key)
     app = create_app(settings, agent_factory(args, store, settings), store)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"talaria serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    address = f"http://{shown}:{port}"
+    token = "<your server key>" if configured else settings.ensure_key()
+    print(f"talaria serve: listening on {address}", file=sys.stderr)
+    print(f"talaria serve: web page: {address}/?token={token}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(_uvicorn_config(app, settings))
     try:
         server.run(sockets=[sock])
     finally:

@@ -20,10 +20,13 @@ log = logging.getLogger("talaria.server")
 STATUS_TYPES = {
     400: "invalid_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
+    415: "unsupported_media_type",
+    421: "misdirected_request",
     422: "invalid_request",
     500: "server_error",
     503: "store_unavailable",

@@ -1,8 +1,8 @@
 """Bearer-key auth and the body size limit, as plain ASGI middleware.
 
-A browser cannot put a bearer header on a page load or an EventSource, so the web page trades
-the key once: `GET /?key=<key>` sets an HttpOnly, SameSite=Strict cookie holding it and
-redirects to `/`; same-origin requests then carry the cookie.
+There is no cookie: a browser would attach one to any page's request, so a page on another
+origin could use it. The web page instead takes the key from its own address (`/?token=<key>`,
+the address `talaria serve` prints), keeps it in the tab, and sends it as a bearer header.
 """
 
 from __future__ import annotations
@@ -10,20 +10,16 @@ from __future__ import annotations
 import hmac
 import json
 from typing import Any
-from urllib.parse import parse_qs
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from talaria.server.errors import ApiError, error_body
 
-KEY_COOKIE = "talaria_key"
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/", "/health"})
 
 
-async def _send_json(
-    send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]]
-) -> None:
+async def send_json(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]]) -> None:
     data = json.dumps(body).encode()
     await send(
         {
@@ -40,57 +36,35 @@ async def _send_json(
 
 
 class KeyAuth:
-    def __init__(self, app: ASGIApp, key: str | None) -> None:
-        self.app = app
-        self.key = key
+    """401 unless the request carries `Authorization: Bearer <key>`; the page and its assets
+    (static files that hold nothing) and `/health` are open, so a browser can load the page
+    that then sends the key."""
 
-    def _matches(self, candidate: str | None) -> bool:
-        return candidate is not None and hmac.compare_digest(candidate.encode(), self.key.encode())  # type: ignore[union-attr]
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        self.app = app
+        self.key = key.encode()
+
+    def _open(self, path: str) -> bool:
+        return path in OPEN_PATHS or path.startswith("/assets/")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.key is None or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or self._open(scope["path"]):
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        if (scheme.lower() == "bearer" and self._matches(token.strip())) or self._matches(
-            _cookie(headers, KEY_COOKIE)
-        ):
+        scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.key):
             await self.app(scope, receive, send)
             return
-        offered = parse_qs(scope.get("query_string", b"").decode()).get("key", [None])[0]
-        if scope["path"] == "/" and self._matches(offered):
-            await self._set_cookie(send)
-            return
-        await _send_json(
+        await send_json(
             send,
             401,
             error_body(
                 401,
                 "a valid API key is required: send 'Authorization: Bearer <key>' "
-                "(browsers: open /?key=<key> once)",
+                "(browsers: open the address talaria serve printed, /?token=<key>)",
             ),
             [(b"www-authenticate", b"Bearer")],
         )
-
-    async def _set_cookie(self, send: Send) -> None:
-        cookie = f"{KEY_COOKIE}={self.key}; HttpOnly; SameSite=Strict; Path=/"
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 303,
-                "headers": [(b"location", b"/"), (b"set-cookie", cookie.encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": b""})
-
-
-def _cookie(headers: Headers, name: str) -> str | None:
-    for part in headers.get("cookie", "").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == name:
-            return value
-    return None
 
 
 class BodyLimit:
@@ -106,7 +80,7 @@ class BodyLimit:
             return
         declared = Headers(scope=scope).get("content-length")
         if declared and declared.isdigit() and int(declared) > self.limit:
-            await _send_json(send, 413, error_body(413, self._message()), [])
+            await send_json(send, 413, error_body(413, self._message()), [])
             return
         seen = 0
 

@@ -168,13 +168,19 @@ def _paths() -> dict[str, Any]:
     list_of = {"type": "object", "properties": {"data": {"type": "array"}}}
     return {
         "/health": {"get": _op("liveness (no key needed)", _ok(_OBJECT), errors=())},
-        "/": {"get": _op("the web chat page", {"description": "HTML page"}, errors=(401,))},
+        "/": {
+            "get": _op(
+                "the web chat page (no key needed; it takes the key from ?token=<key>)",
+                {"description": "HTML page"},
+                errors=(),
+            )
+        },
         "/assets/{name}": {
             "get": _op(
-                "web page assets",
+                "web page assets (no key needed)",
                 {"description": "file"},
                 params=[_path("name")],
-                errors=(401, 404),
+                errors=(404,),
             )
         },
         "/openapi.json": {"get": _op("this description", _ok(_OBJECT), errors=(401,))},

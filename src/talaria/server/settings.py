@@ -1,4 +1,4 @@
-"""What the server is told to do: address, key, CORS, limits, approval rule.
+"""What the server is told to do: address, key, allowed hosts and origins, limits, approval rule.
 
 Read from `server.*` in the config file, the environment (`TALARIA_SERVER_KEY`) and the command
 line; `refusal` says, in one line, why a setting must not be served (an open port with no key).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
@@ -16,6 +17,8 @@ from talaria.values import mutable
 
 MIN_KEY_LENGTH = 16
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_MAX_CONNECTIONS = 1000
 APPROVAL_RULES = ("deny", "off")
 """`deny`: OpenAI-compatible turns cannot ask anyone, so approvals are denied (the headless
 rule) while runs ask their client; `off`: nothing is asked anywhere (the hard floor holds)."""
@@ -26,8 +29,17 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8642
     api_key: str | None = None
-    cors_origins: list[str] = field(default_factory=list)
+    """None: `ensure_key` makes a random one for this launch (no server runs keyless)."""
+    allowed_hosts: list[str] = field(default_factory=list)
+    """Host names (besides localhost and IP addresses) that requests may name in `Host`."""
+    allowed_origins: list[str] = field(default_factory=list)
+    """Browser origins, besides the server's own, that may call it (CORS and writes)."""
     max_body_bytes: int = DEFAULT_BODY_LIMIT
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    """A connection that has not sent a whole request head by then is closed (slowloris)."""
+    keep_alive_s: int = 5
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    """Open connections (or requests in flight) past which new requests get 503."""
     approvals: str = "deny"
     max_live_sessions: int = 256
     """Agents kept in memory; the least recently used idle one is closed past this."""
@@ -44,8 +56,16 @@ class ServerSettings:
         env = os.environ if env is None else env
         settings = cls(
             api_key=env.get("TALARIA_SERVER_KEY") or config_get("server.api_key") or None,
-            cors_origins=[str(o) for o in config_get("server.cors_origins", []) or []],
+            allowed_hosts=[str(h) for h in config_get("server.allowed_hosts", []) or []],
+            allowed_origins=[
+                str(o)
+                for key in ("server.allowed_origins", "server.cors_origins")
+                for o in config_get(key, []) or []
+            ],
             max_body_bytes=int(config_get("server.max_body_bytes", DEFAULT_BODY_LIMIT)),
+            header_timeout_s=float(config_get("server.header_timeout", DEFAULT_HEADER_TIMEOUT_S)),
+            keep_alive_s=int(config_get("server.keep_alive_timeout", 5)),
+            max_connections=int(config_get("server.max_connections", DEFAULT_MAX_CONNECTIONS)),
             approvals=str(config_get("server.approvals", "deny")),
             max_live_sessions=int(config_get("server.max_live_sessions", 256)),
             run_retention_s=float(config_get("server.run_retention", 900.0)),
@@ -56,6 +76,16 @@ class ServerSettings:
             if value is not None:
                 setattr(settings, name, value)
         return settings
+
+    def ensure_key(self) -> str:
+        """The server's key: the configured one, else a random one made now for this launch.
+
+        Without a key any web page the user visits could drive a loopback server (a
+        cross-origin POST, or DNS rebinding), so the key is never optional: a launch without
+        one prints the page's address with its key instead (`talaria serve`)."""
+        if not self.api_key:
+            self.api_key = secrets.token_urlsafe(32)
+        return self.api_key
 
     def refusal(self) -> str | None:
         """Why these settings must not be served, or None."""

@@ -1,21 +1,99 @@
-// The web chat: sessions on the side, one run at a time, its events over EventSource.
-// Same-origin requests carry the key cookie set by /?key=... (see the README).
+// The web chat: sessions on the side, one run at a time, its events streamed over fetch.
+// The server's key comes in this page's address (/?token=..., printed by talaria serve): the
+// page keeps it for this tab, removes it from the address bar, and sends it as a bearer header
+// on every request. No cookie is involved, so no other web page can borrow it.
 "use strict";
 (function () {
   const $ = function (id) { return document.getElementById(id); };
   const transcript = $("transcript");
-  const state = { session: null, run: null, source: null, answer: null, answerText: "", cards: {} };
+  const state = { session: null, run: null, stream: null, answer: null, answerText: "", cards: {} };
+  const token = takeToken();
+
+  function takeToken() {
+    const address = new URL(window.location.href);
+    const offered = address.searchParams.get("token");
+    if (offered) {
+      sessionStorage.setItem("talaria.token", offered);
+      address.searchParams.delete("token");
+      history.replaceState(null, "", address.pathname + address.search + address.hash);
+    }
+    return sessionStorage.getItem("talaria.token") || "";
+  }
+
+  function authorised(headers) {
+    return Object.assign({ Authorization: "Bearer " + token }, headers || {});
+  }
+
+  async function failure(response) {
+    const data = await response.json().catch(function () { return {}; });
+    const error = new Error(response.status === 401
+      ? "this page needs the server's key: open the address talaria serve printed (…/?token=…)"
+      : (data.error && data.error.message) || response.statusText);
+    error.status = response.status;
+    return error;
+  }
 
   async function api(method, path, body) {
     const response = await fetch(path, {
       method: method,
-      headers: body ? { "Content-Type": "application/json" } : {},
+      headers: authorised(body ? { "Content-Type": "application/json" } : {}),
       body: body ? JSON.stringify(body) : undefined,
-      credentials: "same-origin",
+      credentials: "omit",
     });
-    const data = await response.json().catch(function () { return {}; });
-    if (!response.ok) throw new Error((data.error && data.error.message) || response.statusText);
-    return data;
+    if (!response.ok) throw await failure(response);
+    return response.json();
+  }
+
+  // A server-sent event stream read with fetch (EventSource cannot send a header): each event
+  // goes to onEvent(name, data); a dropped stream is resumed after the last event seen.
+  function follow(path, onEvent) {
+    const control = new AbortController();
+    let lastId = 0;
+    function dispatch(block) {
+      let name = "message";
+      const data = [];
+      block.split("\n").forEach(function (line) {
+        const colon = line.indexOf(":");
+        if (colon <= 0) return;
+        const field = line.slice(0, colon);
+        const value = line.slice(colon + 1).replace(/^ /, "");
+        if (field === "id") lastId = Number(value);
+        else if (field === "event") name = value;
+        else if (field === "data") data.push(value);
+      });
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    }
+    async function read() {
+      const response = await fetch(path, {
+        headers: authorised({ "Last-Event-ID": String(lastId) }),
+        credentials: "omit",
+        signal: control.signal,
+      });
+      if (!response.ok) throw await failure(response);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const chunk = await reader.read();
+        if (chunk.done) return;
+        buffer += chunk.value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          dispatch(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+    }
+    (async function () {
+      while (!control.signal.aborted) {
+        try { await read(); }
+        catch (error) {
+          if (control.signal.aborted) return;
+          if (error.status) { note(error.message); return; }  // the server said no: final
+        }
+        await new Promise(function (resolve) { setTimeout(resolve, 1000); });
+      }
+    })();
+    return control;
   }
 
   function add(kind, html) {
@@ -148,8 +226,8 @@
     if (label) note(label);
     if (!state.streamed && data.final_response) message("assistant", data.final_response);
     $("usage").textContent = "this turn: " + cost(data.usage);
-    state.source.close();
-    state.run = null; state.source = null; state.answer = null;
+    state.stream.abort();
+    state.run = null; state.stream = null; state.answer = null;
     $("send").disabled = false; $("cancel").hidden = true;
     loadSessions();
   }
@@ -162,10 +240,8 @@
       state.run = run.run_id; state.session = run.session_id; state.streamed = false;
       $("session-title").textContent = run.session_id;
       $("cancel").hidden = false;
-      const source = new EventSource(run.events_url);
-      state.source = source;
-      Object.keys(handlers).forEach(function (name) {
-        source.addEventListener(name, function (event) { handlers[name](JSON.parse(event.data)); });
+      state.stream = follow(run.events_url, function (name, data) {
+        if (handlers[name]) handlers[name](data);
       });
     } catch (error) {
       add("msg error", escapeHtml(error.message));
