@@ -148,4 +148,5 @@ def test_concurrency_must_be_positive(tmp_path: Path, bad: str) -> None:
     tasks = write_tasks(tmp_path / "tasks.jsonl", 1)
     with ScriptedProvider(script=per_task_script()) as server:
         done = run_batch(batch_command(server, tmp_path / "home", str(tasks), "-n", bad))
-    assert done.returncode == 2 and "--concurrency must be at least 1" in done.stderr
+    assert done.returncode == 2
+    assert f"--concurrency/-n: expected a whole number from 1 to 10000, got '{bad}'" in done.stderr

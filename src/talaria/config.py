@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from talaria.config_schema import ConfigError, defaults, problems, suggestion
 from talaria.config_schema import unknown_keys as schema_unknown_keys
@@ -44,6 +44,15 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
     return merged
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""Largest config file read (a real one is a few kilobytes)."""
+MAX_CONFIG_NODES = 100_000
+"""Most values a config may hold once its YAML aliases are expanded: a few nested aliases
+("billion laughs") stand for billions of values, which every later walk would visit."""
+MAX_CONFIG_DEPTH = 64
+"""Deepest nesting of mappings and lists in a config (talaria's own go four deep)."""
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """The YAML mapping in `path` ({} when the file does not exist)."""
     if not path.exists():
@@ -51,7 +60,14 @@ def read_config_file(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: larger than {MAX_CONFIG_BYTES // 1024} KB, so not a talaria config; "
+                f"{REPAIR_HINT}"
+            )
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        _refuse_shape(path)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML{_where(exc)}; {REPAIR_HINT}") from None
     except OSError as exc:
@@ -62,7 +78,46 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: found {type(data).__name__}, expected a mapping of settings; {REPAIR_HINT}"
         )
+    if expanded_size(data, MAX_CONFIG_NODES, MAX_CONFIG_DEPTH) > MAX_CONFIG_NODES:
+        _refuse_shape(path)
     return data
+
+
+def _refuse_shape(path: Path) -> NoReturn:
+    raise ConfigError(
+        f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels, or its aliases (*name) expand "
+        f"to more than {MAX_CONFIG_NODES:,} values or refer to themselves; write the values "
+        f"out instead; {REPAIR_HINT}"
+    )
+
+
+def expanded_size(data: Any, limit: int, depth: int) -> int:
+    """How many values `data` holds with every shared (aliased) part counted each time it is
+    used; past `limit`, or `depth` levels of nesting, or a part that contains itself, the
+    answer is `limit + 1`. Each distinct container is measured once: the cost is the
+    document's size, not the expansion's."""
+    sizes: dict[int, int] = {}
+    over = limit + 1
+
+    def size(node: Any, level: int) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if level > depth:
+            return over
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = over  # met again while measured: it contains itself
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child, level + 1)
+            if total > limit:
+                break
+        sizes[id(node)] = total = min(total, over)
+        return total
+
+    return size(data, 1)
 
 
 REPAIR_HINT = "fix it in an editor, or move it aside (mv config.yaml config.yaml.bak) and retry"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,6 +110,19 @@ def mapping(what: str = "a mapping") -> Rule:
     return Rule({}, what, lambda v: isinstance(v, dict))
 
 
+_ENGINE = re.compile(r"default|none|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
+
+
+def engine() -> Rule:
+    """`context.engine`: a built-in name or where a `ContextEngine` subclass is (the import
+    itself is tried when an agent is assembled, before its first request)."""
+    return Rule(
+        "default",
+        "'default', 'none' or 'package.module:ClassName'",
+        lambda v: isinstance(v, str) and _ENGINE.fullmatch(v) is not None,
+    )
+
+
 def url_problem(value: Any) -> str | None:
     """Why `value` is not a usable endpoint URL (None when it is)."""
     if not isinstance(value, str):
@@ -188,7 +202,7 @@ SCHEMA: dict[str, Rule] = {
     "compression.enabled": boolean(True),
     "compression.threshold": number(0.5, minimum=0.05, maximum=1.0),
     "compression.protect_last_n": integer(20),
-    "context.engine": string("default"),
+    "context.engine": engine(),
     "prompt.profile": choice("auto", "auto", "full", "lean"),
     "prompt.lean_below": integer(16384),
     "tools.text_calls": boolean(True),

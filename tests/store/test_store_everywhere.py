@@ -202,9 +202,11 @@ async def test_mcp_serve_runs_and_lists_sessions_in_postgresql(
     async with Client(params) as client:
         task = json.loads((await client.call_tool("run_task", {"prompt": "go"})).content[0].text)
         listed = await client.call_tool("list_sessions", {"limit": 5})
+        huge = await client.call_tool("list_sessions", {"limit": 10**30})
     assert task["final_response"] == "Done over MCP."
     assert [s["session_id"] for s in listed.structured_content["result"]] == [task["session_id"]]
     assert list(stored(pg_clean_url, home)) == [task["session_id"]]
+    assert huge.is_error and "limit must be from 1 to 500" in huge.content[0].text
     assert not (home / "state.db").exists()
 
 

@@ -15,14 +15,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK, whole_number
 from talaria.cli.options import agent_kwargs
 
 
 def add_batch_parser(commands: Any, add_model_options: Callable[[Any], None]) -> None:
     batch = commands.add_parser("batch", help="run many independent tasks from a JSONL file")
     batch.add_argument("tasks", help='JSONL file, one {"id": ..., "prompt": ...} a line')
-    batch.add_argument("--concurrency", "-n", type=int, default=4, help="tasks at a time")
+    batch.add_argument(
+        "--concurrency", "-n", type=whole_number(1, 10_000), default=4, help="tasks at a time"
+    )
     batch.add_argument("--output", "-o", help="results JSONL (default: <tasks>.results.jsonl)")
     add_temporal_options(batch)
     add_model_options(batch)
@@ -40,9 +42,6 @@ def run_batch_command(args: argparse.Namespace) -> int:
 
     from talaria.batch.tasks import BatchError, ResultsFile, default_output, load_tasks
 
-    if args.concurrency < 1:
-        print("talaria: --concurrency must be at least 1", file=sys.stderr)
-        return EXIT_AGENT_FAILURE
     tasks_path = Path(args.tasks)
     try:
         tasks = load_tasks(tasks_path)

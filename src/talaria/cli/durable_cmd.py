@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK, whole_number
 from talaria.cli.options import agent_kwargs, resume_ref
 
 
@@ -23,7 +23,10 @@ def add_worker_parser(commands: Any, add_model_options: Callable[[Any], None]) -
     worker = commands.add_parser("worker", help="run durable turns for a Temporal cluster")
     add_temporal_options(worker)
     worker.add_argument(
-        "--max-concurrent-activities", type=int, default=100, help="model and tool calls at once"
+        "--max-concurrent-activities",
+        type=whole_number(1, 100_000),
+        default=100,
+        help="model and tool calls at once",
     )
     add_model_options(worker)
 

@@ -32,6 +32,25 @@ exit codes:
 """
 
 
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high], else a usage error naming the range
+    (a huge value would otherwise reach a socket or the database and overflow there)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number from {low} to {high}, got {text!r}"
+            )
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in its messages
+    return parse
+
+
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("model")
     group.add_argument("-m", "--model", help="model id as the provider spells it")
@@ -42,7 +61,9 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
         "--api-mode", choices=["chat_completions", "codex_responses", "anthropic_messages"]
     )
     group.add_argument("--toolsets", help="comma-separated toolsets to enable ('' for none)")
-    group.add_argument("--max-turns", type=int, help="iteration budget per turn")
+    group.add_argument(
+        "--max-turns", type=whole_number(1, 1_000_000), help="iteration budget per turn"
+    )
     group.add_argument(
         "--yolo",
         action="store_true",
@@ -160,7 +181,7 @@ def _add_sessions(commands: Any) -> None:
     sessions.add_argument("ref", nargs="?", help="session id, title or 'latest'")
     sessions.add_argument("value", nargs="?", help="new title (rename)")
     sessions.add_argument("--format", choices=["jsonl", "markdown"], default="jsonl")
-    sessions.add_argument("--limit", type=int, default=20)
+    sessions.add_argument("--limit", type=whole_number(1, 1_000_000), default=20)
     sessions.add_argument("--home")
 
 
@@ -194,7 +215,9 @@ def _add_demo(commands: Any) -> None:
 def _add_serve(commands: Any) -> None:
     serve = commands.add_parser("serve", help="HTTP server: OpenAI-compatible API, runs, web page")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8642; 0 picks a free one)")
+    serve.add_argument(
+        "--port", type=whole_number(0, 65535), help="port (default 8642; 0 picks a free one)"
+    )
     _add_model_options(serve)
 
 

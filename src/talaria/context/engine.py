@@ -10,6 +10,8 @@ import importlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from talaria.config_schema import ConfigError
+
 if TYPE_CHECKING:
     from talaria.config import Config
     from talaria.loop.runtime import Runtime
@@ -48,14 +50,30 @@ def load_context_engine(config: Config, runtime: Runtime) -> ContextEngine | Non
     name = str(config.get("context.engine", "default"))
     if name == "none":
         return None
-    target = ENGINES.get(name, name)
+    engine = _engine_class(ENGINES.get(name, name))(config, runtime)
+    if not isinstance(engine, ContextEngine):
+        raise ConfigError(f"context.engine {name!r} is not a talaria.context.engine.ContextEngine")
+    return engine
+
+
+def _engine_class(target: str) -> Any:
+    """The class `module:Class` names; a `ConfigError` when there is none."""
     module_name, _, class_name = target.partition(":")
     if not class_name:
-        raise ValueError(
-            f"context.engine must be 'default', 'none' or 'module:Class', got {name!r}"
+        raise ConfigError(
+            f"context.engine must be 'default', 'none' or 'module:Class', got {target!r}"
         )
-    engine_class = getattr(importlib.import_module(module_name), class_name)
-    engine = engine_class(config, runtime)
-    if not isinstance(engine, ContextEngine):
-        raise TypeError(f"{target} is not a talaria.context.engine.ContextEngine")
-    return engine
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"context.engine {target!r}: cannot import {module_name} ({exc}); "
+            "fix context.engine in config.yaml (or set it to 'default')"
+        ) from None
+    found = getattr(module, class_name, None)
+    if not isinstance(found, type):
+        raise ConfigError(
+            f"context.engine {target!r}: {module_name} has no class {class_name}; "
+            "fix context.engine in config.yaml (or set it to 'default')"
+        )
+    return found

@@ -15,6 +15,8 @@ from typing import Any
 AgentFactory = Callable[[str | None], Any]
 """Builds an Agent for a session id (None: a new session); ValueError for an unknown one."""
 
+MAX_LISTED = 500
+"""Most sessions one `list_sessions` call returns."""
 _RESULT_KEYS = ("session_id", "final_response", "completed", "turn_exit_reason", "api_calls")
 
 
@@ -62,6 +64,8 @@ def build_server(make_agent: AgentFactory, list_sessions: Callable[[int], list[A
     @server.tool(name="list_sessions", annotations=ToolAnnotations(read_only_hint=True))
     def recent_sessions(limit: int = 20) -> list[dict[str, Any]]:
         """The most recent sessions: id, title, source, message count, first message."""
+        if not 1 <= limit <= MAX_LISTED:
+            raise ToolError(f"limit must be from 1 to {MAX_LISTED}, got {limit}")
         return [
             {
                 "session_id": info.id,

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.requests import Request
 
 from talaria.server.errors import ApiError
 
 _MISSING = object()
+MAX_DEPTH = 100
+"""Deepest nesting of objects and arrays a request body may have (OpenAI-shaped bodies,
+tool schemas included, stay far below): deeper ones would exhaust the recursion of the
+parser or of whatever walks the body later."""
 
 
 async def read_json(request: Request) -> dict[str, Any]:
@@ -18,9 +22,30 @@ async def read_json(request: Request) -> dict[str, Any]:
         body = json.loads(raw or b"null")
     except ValueError as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        _too_deep()
     if not isinstance(body, dict):
         raise ApiError(422, "the request body must be a JSON object")
+    if depth_over(body, MAX_DEPTH):
+        _too_deep()
     return body
+
+
+def _too_deep() -> NoReturn:
+    raise ApiError(400, f"the request body nests objects and arrays deeper than {MAX_DEPTH}")
+
+
+def depth_over(value: Any, limit: int) -> bool:
+    """Whether `value` nests dicts and lists more than `limit` deep (walked without
+    recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
 
 
 def field_of(
