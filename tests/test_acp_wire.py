@@ -49,6 +49,8 @@ def test_stdout_carries_only_json_rpc(provider, tmp_path):
     (home / "plugins").mkdir(parents=True)
     (home / "plugins" / "noisy.py").write_text(NOISY_PLUGIN)
     provider.add(call("terminal", {"command": "echo printed-by-a-command"}), text("All done."))
+    work = tmp_path / "work"
+    work.mkdir()
     log = tmp_path / "stderr.log"
     lines: list[str] = []
     with open(log, "wb") as errors:
@@ -76,7 +78,7 @@ def test_stdout_carries_only_json_rpc(provider, tmp_path):
                     "jsonrpc": "2.0",
                     "id": 1,
                     "method": "session/new",
-                    "params": {"cwd": str(tmp_path), "mcpServers": []},
+                    "params": {"cwd": str(work), "mcpServers": []},
                 },
             )
             session_id = _until_response(lines, proc, 1)["result"]["sessionId"]

@@ -85,14 +85,16 @@ def _settings(args: argparse.Namespace) -> Any:
 async def _serve(settings: Any, wire: BinaryIO) -> None:
     import acp
 
+    from talaria.acp.framing import CheckedTransport
     from talaria.acp.server import TalariaAcpAgent
     from talaria.acp.wire import open_wire
 
     reader, writer = await open_wire(sys.stdin.buffer, wire)
     threading.Thread(target=_warm_imports, name="talaria-acp-warm", daemon=True).start()
     server = TalariaAcpAgent(settings)
+    transport = CheckedTransport(reader, writer)
     try:  # session/close and session/resume are "unstable" in the SDK: serve them anyway
-        await acp.run_agent(cast(acp.Agent, server), writer, reader, use_unstable_protocol=True)
+        await acp.run_agent(cast(acp.Agent, server), transport, use_unstable_protocol=True)
     finally:
         await server.close()
 

@@ -44,6 +44,13 @@ from talaria.loop.session import new_session_id
 log = logging.getLogger("talaria.acp")
 
 
+def too_wide(folder: Path) -> bool:
+    """The file system root, the home directory, or a folder that holds the home."""
+    real = folder.resolve()
+    home = Path.home().resolve()
+    return real == real.parent or real == home or real in home.parents
+
+
 class TalariaAcpAgent:
     """Implements the SDK's `acp.Agent` protocol (methods it lacks answer "method not found")."""
 
@@ -170,6 +177,12 @@ class TalariaAcpAgent:
         folder = Path(cwd)
         if not folder.is_absolute() or not folder.is_dir():
             raise invalid(f"cwd must be an existing absolute directory, got {cwd!r}")
+        if too_wide(folder):
+            raise invalid(
+                f"refusing to open a session in {cwd!r}: a session's folder is writable to every "
+                "command it runs, and this one holds the whole home directory (SSH keys, shell "
+                "start-up files); open a project folder instead"
+            )
         servers = editor_servers(mcp_servers)
         session = AcpSession(
             session_id, self._conn, self._client_caps, self._settings, folder, servers
