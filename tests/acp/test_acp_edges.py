@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import acp
 import pytest
 
-import acp
 from acp_editor import Editor, agent_env, connected, editor_folders
 
 pytestmark = pytest.mark.timeout(120)
