@@ -33,6 +33,18 @@ def run_python(code: str, *argv: str, cwd: Path, home: Path | None = None) -> st
     return done.stdout
 
 
+def outside_tmp() -> Path:
+    """A fresh directory outside /tmp, for files a sandboxed command must (not) reach: the
+    sandbox gives every command a private /tmp, which would hide a directory there rather
+    than protect it. The caller removes it."""
+    import tempfile
+
+    for candidate in ("/var/tmp", str(Path(__file__).parent)):
+        if os.access(candidate, os.W_OK) and not candidate.startswith("/tmp"):
+            return Path(tempfile.mkdtemp(prefix="talaria-outside-", dir=candidate))
+    raise AssertionError("no writable directory outside /tmp for the sandbox tests")
+
+
 @tool
 def add(a: int, b: int) -> int:
     """Add two integers.
@@ -59,14 +71,8 @@ def scripted_agent(
     kwargs.setdefault("api_key", "test-key")
     kwargs.setdefault("tools", [add])
     kwargs.setdefault("toolsets", [])
-    return Agent(
-        base_url=base_url(server, mode),
-        api_mode=mode,
-        home=home,
-        cwd=home,
-        config=config,
-        **kwargs,
-    )
+    kwargs.setdefault("cwd", home)
+    return Agent(base_url=base_url(server, mode), api_mode=mode, home=home, config=config, **kwargs)
 
 
 def tool_results(result: dict[str, Any]) -> list[str]:

@@ -29,7 +29,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _cases() -> list[tuple[str, str, str | None]]:
     cases: list[tuple[str, str, str | None]] = []
-    for expect in ("safe", "approve", "blocked"):
+    for expect in ("safe", "unknown", "approve", "blocked"):
         for line in _CORPUS[expect].splitlines():
             if line.startswith("#"):
                 continue
@@ -43,29 +43,50 @@ def _cases() -> list[tuple[str, str, str | None]]:
 CASES = _cases()
 
 
-def _outcome(command: str, cwd: Path | None = None) -> str:
-    verdict = assess_command(command, cwd=cwd, home=cwd / ".talaria" if cwd else None)
+def _outcome(command: str, cwd: Path | None = None, sandboxed: bool = True) -> str:
+    home = cwd / ".talaria" if cwd else None
+    verdict = assess_command(command, cwd=cwd, home=home, sandboxed=sandboxed)
     if verdict is None:
         return "safe"
     return "blocked" if verdict.blocked else "approve"
 
 
+def _verdicts(command: str, cwd: Path) -> str:
+    """The corpus's name for what the policy says inside and outside the sandbox."""
+    inside, outside = _outcome(command, cwd), _outcome(command, cwd, sandboxed=False)
+    return "unknown" if (inside, outside) == ("safe", "approve") else outside
+
+
 def test_corpus_is_large_and_covers_every_outcome() -> None:
     outcomes = [expect for _, expect, _ in CASES]
     assert len(CASES) >= 200
-    assert {o: outcomes.count(o) >= 40 for o in ("safe", "approve", "blocked")} == {
-        "safe": True,
-        "approve": True,
-        "blocked": True,
-    }
+    counts = {o: outcomes.count(o) >= 40 for o in ("safe", "unknown", "approve", "blocked")}
+    assert counts == {"safe": True, "unknown": True, "approve": True, "blocked": True}
 
 
 @pytest.mark.parametrize(("command", "expect", "pattern"), CASES, ids=[c[0][:60] for c in CASES])
 def test_corpus(command: str, expect: str, pattern: str | None, workspace: Path) -> None:
-    assert _outcome(command, workspace) == expect
+    assert _verdicts(command, workspace) == expect
     if pattern is not None:
         verdict = assess_command(command, cwd=workspace, home=workspace / ".talaria")
         assert verdict is not None and verdict.pattern == pattern
+
+
+def test_an_unknown_command_asks_only_when_no_sandbox_contains_it(workspace: Path) -> None:
+    assert assess_command("make test", cwd=workspace) is None
+    verdict = assess_command("make test", cwd=workspace, sandboxed=False)
+    assert verdict is not None and verdict.pattern == "no sandbox"
+    assert verdict.reason == "runs make with no sandbox to contain it (not known to be harmless)"
+    assert not verdict.blocked and not verdict.needs_a_human
+
+
+def test_a_computed_delete_needs_a_human_only_without_a_sandbox(workspace: Path) -> None:
+    command = 'rm -rf "$(sort dirs.txt)"'
+    inside = assess_command(command, cwd=workspace)
+    outside = assess_command(command, cwd=workspace, sandboxed=False)
+    assert inside is not None and not inside.needs_a_human
+    assert outside is not None and outside.needs_a_human
+    assert "known only at run time" in outside.reason
 
 
 def test_pattern_is_a_stable_key_not_the_command() -> None:

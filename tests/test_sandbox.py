@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from helpers import tool_results
+from helpers import outside_tmp, tool_results
 from talaria import Agent
 from talaria.testing import ScriptedProvider, calls, text
 from talaria.tools.sandbox_probe import sandbox_support
@@ -29,20 +28,13 @@ if not sandbox_support().available:
 def dirs() -> Iterator[dict[str, Path]]:
     """A workspace, a directory beside it and a talaria home, outside /tmp: the sandbox gives
     every command a private /tmp, which would hide a directory there rather than protect it."""
-    base = Path(tempfile.mkdtemp(prefix="talaria-sandbox-", dir=_outside_tmp()))
+    base = outside_tmp()
     names = {"work": base / "work", "outside": base / "outside", "home": base / "th"}
     for path in names.values():
         path.mkdir()
     (names["work"] / ".git" / "hooks").mkdir(parents=True)
     yield names
     shutil.rmtree(base)
-
-
-def _outside_tmp() -> str:
-    for candidate in ("/var/tmp", str(Path(__file__).parent)):
-        if os.access(candidate, os.W_OK) and not candidate.startswith("/tmp"):
-            return candidate
-    pytest.fail("no writable directory outside /tmp for the sandbox tests")
 
 
 @pytest.fixture
@@ -220,13 +212,15 @@ def test_escalation_is_an_approval_request(
     assert target.exists() == (answer == "once"), escalated
 
 
-def test_escalation_runs_unasked_when_approvals_are_off(
+def test_escalation_is_refused_when_approvals_are_off(
     provider: ScriptedProvider, dirs: dict[str, Path]
 ) -> None:
+    """Approvals off stop the asking; they never let a command out of the sandbox."""
     target = dirs["outside"] / "escalated.txt"
     agent = make_agent(provider, dirs, config={"approvals.mode": "off"})
     (result,) = run(provider, agent, {"command": f"touch {target}", "escalate": True})
-    assert "exit code: 0" in result and target.exists()
+    assert result.startswith("Refused") and "without escalate=true" in result
+    assert not target.exists()
 
 
 def test_escalation_without_an_approver_is_denied(

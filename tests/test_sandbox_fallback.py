@@ -5,8 +5,9 @@ The machine's bubblewrap is hidden by running with a PATH that holds only bash."
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,13 @@ def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     sandbox_support.cache_clear()
 
 
-def _agent(server: ScriptedProvider, tmp_path: Path, **config: object) -> Agent:
+def _agent(
+    server: ScriptedProvider,
+    tmp_path: Path,
+    approver: Callable[[Any], object] | None = None,
+    **config: object,
+) -> Agent:
+    """Unknown commands ask when nothing contains them: `approver` answers "once"."""
     return Agent(
         model="scripted-model",
         base_url=server.openai_base_url,
@@ -43,6 +50,7 @@ def _agent(server: ScriptedProvider, tmp_path: Path, **config: object) -> Agent:
         cwd=tmp_path,
         toolsets=["terminal"],
         config={"context.engine": "none", **config},
+        approval_callback=None if approver is None else lambda r: approver(r) or "once",
     )
 
 
@@ -55,11 +63,13 @@ def test_without_bubblewrap_commands_run_after_one_notice(
         calls(("terminal", {"command": "touch one"}), ("terminal", {"command": "touch two"})),
         text("done"),
     )
-    agent = _agent(provider, tmp_path)
+    asked: list[str] = []
+    agent = _agent(provider, tmp_path, approver=lambda request: asked.append(request.reason))
     agent.subscribe(lambda e: notices.append(e.message) if isinstance(e, Notice) else None)
     with agent:
         agent.run_conversation(user_message="go")
     assert (tmp_path / "one").exists() and (tmp_path / "two").exists()
+    assert len(asked) == 2 and all("no sandbox to contain it" in reason for reason in asked)
     warned = [n for n in notices if "NOT sandboxed" in n]
     assert len(warned) == 1 and "bubblewrap (bwrap) is not installed" in warned[0]
 

@@ -40,6 +40,24 @@ class Assessment:
     reason: str
     pattern: str
     blocked: bool = False
+    needs_a_human: bool = False
+    """Only an answered approval (or the user's grant) lets it run: it would run outside
+    the sandbox the user chose. With approvals off it is refused, never run unasked."""
+
+
+@frozen(slots=True)
+class Boundary:
+    """Where a command would run: what the approval policy needs to know of the sandbox."""
+
+    sandboxed: bool = True
+    """Commands run inside a sandbox (or are refused: `sandbox.required`)."""
+    full_access: bool = False
+    """The user chose to run commands without a sandbox (`sandbox.mode: full-access`), so
+    running one outside it crosses nothing."""
+
+
+SANDBOXED = Boundary()
+UNCONFINED = Boundary(sandboxed=False, full_access=True)
 
 
 def rule_matches(rule: str, command: str) -> bool:
@@ -66,7 +84,8 @@ class ApprovalState:
     """Grants that outlive one call: this session's, and the persisted allowlist."""
 
     mode: str = "manual"
-    """manual: ask; off: never ask (the hard floor still applies)."""
+    """manual: ask; off: never ask. Off never widens the boundary: the floor still applies,
+    and what needs a human (running outside the sandbox) is refused instead of asked."""
     allowlist: set[str] = field(default_factory=set)
     session_grants: set[str] = field(default_factory=set)
     persist_allowlist: Callable[[str], None] | None = None
@@ -96,27 +115,41 @@ def assess_tool_call(
     cwd: Path,
     home: Path,
     own_assessor: Assessor | None = None,
+    boundary: Boundary = SANDBOXED,
 ) -> Assessment | None:
     """The policy's verdict on one call (None: nothing to approve). A tool outside the fixed
-    table may bring its own assessor (`Tool.assess`); the table wins for its names."""
+    table may bring its own assessor (`Tool.assess`); the table wins for its names.
+    `boundary` says whether a command would run inside the sandbox."""
+    if tool_name == "terminal":
+        return _assess_terminal(arguments, cwd, home, boundary)
     assessor = _ASSESSORS.get(tool_name, own_assessor)
     return assessor(arguments, cwd, home) if assessor else None
 
 
-def _assess_terminal(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
+def _assess_terminal(
+    arguments: dict[str, Any], cwd: Path, home: Path, boundary: Boundary
+) -> Assessment | None:
+    """The floor is judged on every command, escalated or not. An escalated command crosses
+    the boundary unless the user chose `full-access`; otherwise it runs where the sandbox
+    (or its absence) puts it."""
     from talaria.policy.command_safety import assess_command
 
     command = arguments.get("command")
     if not isinstance(command, str):
         return None
-    verdict = assess_command(command, cwd=cwd, home=home)
-    return _escalated(command, verdict, arguments) if arguments.get("escalate") else verdict
+    escalate = bool(arguments.get("escalate"))
+    if escalate and not boundary.full_access:
+        verdict = assess_command(command, cwd=cwd, home=home, sandboxed=True)
+        return _escalated(command, verdict, arguments)
+    sandboxed = boundary.sandboxed and not escalate
+    return assess_command(command, cwd=cwd, home=home, sandboxed=sandboxed)
 
 
 def _escalated(command: str, verdict: Assessment | None, arguments: dict[str, Any]) -> Assessment:
     """Running outside the sandbox is a decision for the user, whatever the command: the
     request names the justification and the command's own dangers, and is remembered apart
-    from the same command run inside the sandbox (a grant for one never covers the other)."""
+    from the same command run inside the sandbox (a grant for one never covers the other).
+    Approvals off do not make that decision: only an answer does."""
     if verdict is not None and verdict.blocked:
         return verdict
     why = str(arguments.get("justification") or "").strip() or "no justification given"
@@ -124,7 +157,9 @@ def _escalated(command: str, verdict: Assessment | None, arguments: dict[str, An
     pattern = "outside sandbox"
     if verdict is not None:
         reason, pattern = f"{reason}; {verdict.reason}", f"{pattern} + {verdict.pattern}"
-    return Assessment(command=f"{ESCALATED} {command}", reason=reason, pattern=pattern)
+    return Assessment(
+        command=f"{ESCALATED} {command}", reason=reason, pattern=pattern, needs_a_human=True
+    )
 
 
 def _assess_read(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
@@ -145,7 +180,6 @@ def _assess_write(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessmen
 
 
 _ASSESSORS: dict[str, Assessor] = {
-    "terminal": _assess_terminal,
     "write_file": _assess_write,
     "patch": _assess_write,
     "read_file": _assess_read,

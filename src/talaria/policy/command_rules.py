@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from talaria.policy import rules_code, rules_files, rules_system
+from talaria.policy import rules_code, rules_files, rules_shell, rules_system
 from talaria.policy.command_words import (
     INTERPRETER,
     SHELLS,
     Arg,
     Finding,
     Rule,
+    absolute,
+    computed,
     only_lists,
     operands,
     program_name,
@@ -33,10 +35,17 @@ if TYPE_CHECKING:
 def _cd(argv: list[Arg], sc: Scanner) -> list[Finding]:
     """Follow `cd` so that `cd / && rm -rf *` is seen for what it is."""
     target = (operands(argv[1:]) or [Arg("~")])[0]
-    known = target != "-" and "$" not in target
+    known = target != "-" and "$" not in target and not target.dynamic
     path = os.path.join(sc.cwd or "", os.path.expanduser(target)) if known else ""
     sc.cwd = os.path.normpath(path) if path.startswith("/") else None
+    sc.cwd_dynamic = not known or (sc.cwd_dynamic and sc.cwd is None)
     return []
+
+
+def computed_targets(targets: list[Arg], sc: Scanner) -> bool:
+    """Is any target known only at run time (`"$(cat list)"`, what xargs reads, a relative
+    path after `cd "$DIR"`)?"""
+    return any(t.dynamic or (sc.cwd_dynamic and not t.startswith(("/", "~"))) for t in targets)
 
 
 def rm_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
@@ -47,6 +56,9 @@ def rm_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
     hits_protected = any(protected(t, sc.cwd) for t in targets)
     if recursive and ("--no-preserve-root" in argv or hits_protected):
         return [Finding("deletes the root, a system or a home directory", "rm -r /", True)]
+    if recursive and computed_targets(targets, sc):
+        reason = "deletes recursively what is known only at run time"
+        return [Finding(reason, "rm -r", unresolved=True)]
     if recursive:
         return [Finding("deletes files recursively", "rm -r")]
     return [Finding("force-deletes files", "rm -f")] if force else []
@@ -80,6 +92,7 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
     found, i = [], 1
     while i < len(argv) and not argv[i].startswith(("-", "(", "!")):
         i += 1
+    start_end = i
     whole_system = any(top_level(start, sc.cwd) for start in argv[1:i])
     while i < len(argv):
         if argv[i] == "-delete":
@@ -88,7 +101,7 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
             end = i + 1
             while end < len(argv) and argv[end] not in (";", "+"):
                 end += 1
-            inner = argv[i + 1 : end]
+            inner = [computed(a) if a == "{}" else a for a in argv[i + 1 : end]]
             found += sc.check(inner)
             if inner and program_name(inner[0]) in ("rm", "shred"):
                 found.append(Finding("deletes every file find matches", "find -delete"))
@@ -96,6 +109,9 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
         i += 1
     if whole_system and found:
         return [Finding("deletes files across a system directory", "find / -delete", True)]
+    if found and computed_targets(argv[1:start_end], sc):
+        reason = "deletes files below a directory known only at run time"
+        found.append(Finding(reason, "find -delete", unresolved=True))
     return found
 
 
@@ -121,6 +137,9 @@ def _git(argv: list[Arg], sc: Scanner) -> list[Finding]:
 
 def _chmod(argv: list[Arg], sc: Scanner) -> list[Finding]:
     positionals = operands(argv[1:])
+    mode = positionals[0] if positionals else ""
+    if "+x" in mode or mode in ("755", "0755", "775", "0775", "700", "0700", "+rx"):
+        sc.ctx.executable.update(p for t in positionals[1:] if (p := absolute(t, sc)))
     if "R" not in short_flags(argv[1:]) and "--recursive" not in argv:
         return []
     if any(protected(t, sc.cwd) for t in positionals[1:]):
@@ -128,15 +147,20 @@ def _chmod(argv: list[Arg], sc: Scanner) -> list[Finding]:
     world = {"777", "0777", "666", "0666", "a+rwx", "ugo+rwx", "o+w", "a+w", "o+rwx"}
     if positionals[:1] and positionals[0] in world:
         return [Finding("makes files writable by everyone", "chmod -R 777")]
+    if computed_targets(positionals[1:], sc):
+        reason = "changes permissions recursively below what is known only at run time"
+        return [Finding(reason, "chmod -R", unresolved=True)]
     return []
 
 
 def _chown(argv: list[Arg], sc: Scanner) -> list[Finding]:
     if "R" not in short_flags(argv[1:]) and "--recursive" not in argv:
         return []
-    if any(protected(t, sc.cwd) for t in operands(argv[1:])[1:]):
+    targets = operands(argv[1:])[1:]
+    if any(protected(t, sc.cwd) for t in targets):
         return [Finding("changes the owner of a whole system directory", "chown -R /", True)]
-    return [Finding("changes file owners recursively", "chown -R")]
+    unresolved = computed_targets(targets, sc)
+    return [Finding("changes file owners recursively", "chown -R", unresolved=unresolved)]
 
 
 def _named(pattern: str, reason: str) -> Rule:
@@ -223,6 +247,9 @@ _RULES: dict[str, Rule] = {
     "ssh": _ssh,
     "cd": _cd,
     "eval": rules_code.eval_rule,
+    "alias": rules_shell.alias_rule,
+    "unalias": rules_shell.unalias_rule,
+    "trap": rules_shell.trap_rule,
     "source": rules_code.source_rule,
     ".": rules_code.source_rule,
     "awk": rules_code.awk_rule,
@@ -238,6 +265,7 @@ _RULES: dict[str, Rule] = {
     "podman": _docker,
     "pkill": rules_system.kill_by_name,
     "killall": rules_system.kill_by_name,
+    "killall5": rules_system.kill_by_name,
     "shred": rules_system.shred_rule,
     "nvme": rules_system.device_erase_rule,
     "hdparm": rules_system.device_erase_rule,

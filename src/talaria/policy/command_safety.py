@@ -12,7 +12,6 @@ nesting deeper than the cap) needs approval: fail closed.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from talaria.policy.approval import Assessment
@@ -20,9 +19,18 @@ from talaria.policy.command_flow import Flow, output_of, piped_code, reads_progr
 from talaria.policy.command_rules import rm_rule, rule_for
 from talaria.policy.command_words import SHELLS, Arg, Finding, ScanContext, program_name
 from talaria.policy.command_wrappers import unwrap
+from talaria.policy.expansion import BRACE_LIST, expand_braces, lookup, positional, split_fields
+from talaria.policy.functions import definitions, fork_bomb
+from talaria.policy.known_safe import is_known_safe
 from talaria.policy.rules_code import local_program
-from talaria.policy.rules_files import read_redirect, remember_write, write_target
-from talaria.policy.shell_syntax import NAME, WRITE_REDIRECTS, Command, Word, parse
+from talaria.policy.rules_files import (
+    read_redirect,
+    remember_write,
+    write_target,
+    write_targets,
+)
+from talaria.policy.shell_syntax import NAME, WRITE_REDIRECTS, Command, Part, Word, parse
+from talaria.policy.verdict import ASK, FLOOR, SAFE, UNKNOWN, Verdict, assessment_for
 
 MAX_DEPTH = 8
 
@@ -30,42 +38,13 @@ _KEYWORDS = frozenset(
     {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "esac"}
 )
 _DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly"})
-_BRACE_LIST = re.compile(r"([^{}]*)\{([^{}\s]*,[^{}\s]*)\}(.*)")
-_MAX_BRACE_WORDS = 64
-_FUNCTION_BODY = re.compile(
-    r"\(\s*\)\s*\{([^}]{0,256})\}|\bfunction\s+(\S{1,64})\s*\{([^}]{0,256})\}"
-)
-_FUNCTION_NAME = re.compile(r"([^\s(){};|&<>]{1,64})\s*$")
-"""A function definition is found by its `() {` (or `function`), then its name is read
-backwards: anchoring on the cheap part keeps the scan linear on long input."""
-_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\\\]|\\\\.)*\"")
+_LOOPS = frozenset({"for", "select"})
 _SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib", "/opt/", "/nix/", "/snap/", "/System/")
-
-
-def _expand_braces(text: str) -> list[str]:
-    """`{rm,-rf,/}` -> rm -rf /, `/{etc,usr}` -> /etc /usr (bounded, like bash's order)."""
-    words, done = [text], list[str]()
-    while words and len(done) + len(words) <= _MAX_BRACE_WORDS:
-        word = words.pop(0)
-        m = _BRACE_LIST.fullmatch(word)
-        if m is None:
-            done.append(word)
-            continue
-        words[:0] = [m.group(1) + item + m.group(3) for item in m.group(2).split(",")]
-    return done + words
 
 
 def _is_assignment(arg: str) -> bool:
     name, eq, _ = arg.partition("=")
     return bool(eq) and NAME.fullmatch(name) is not None
-
-
-def _lookup(spec: str, env: dict[str, str]) -> str | None:
-    """Resolve $NAME, ${NAME} and ${NAME:-default}; None when the value is unknown."""
-    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?::?-(.*))?", spec, re.S)
-    if m is None:
-        return None
-    return env.get(m.group(1), m.group(2))
 
 
 class Scanner:
@@ -82,19 +61,28 @@ class Scanner:
         self.src, self.depth = src, depth
         self.ctx = ctx if ctx is not None else ScanContext()
         self.cwd = cwd or self.ctx.base  # where an earlier `cd` in the line moved to
+        self.cwd_dynamic = False
+        """An earlier `cd` went somewhere known only at run time (`cd "$DIR"`)."""
         self.env = dict(env) if env is not None else {"IFS": " \t\n", "HOME": "~"}
         self.command: Command | None = None
         """The simple command being judged (rules read its heredoc and redirections)."""
         self.piped_text: list[str] = []
         """What an earlier command of the pipeline writes into it, when that is known."""
 
-    def nested(self, src: str) -> list[Finding]:
+    def nested(self, src: str, args: list[Arg] | None = None) -> list[Finding]:
+        """Findings for code this line runs (`sh -c`, `eval`, a function body); `args` are
+        its positional parameters when they are known."""
         if self.depth >= MAX_DEPTH:
             return [Finding("nested too deeply to check", "deep nesting")]
-        return Scanner(src, self.depth + 1, self.env, self.cwd, self.ctx).scan()
+        env = self.env if args is None else {**self.env, **positional(args)}
+        inner = Scanner(src, self.depth + 1, env, self.cwd, self.ctx)
+        inner.cwd_dynamic = self.cwd_dynamic
+        return inner.scan()
 
     def scan(self) -> list[Finding]:
-        found = _fork_bomb(self.src)
+        functions = definitions(self.src)
+        self.ctx.functions.update(functions)
+        found = fork_bomb(functions)
         for pipeline in parse(self.src):
             flow: Flow | None = None
             for command in pipeline:
@@ -119,27 +107,34 @@ class Scanner:
     ) -> list[Finding]:
         """Findings for one simple command (already expanded)."""
         found = self._redirections(argv, command, flow) if command else []
-        argv, wrapped = unwrap(argv)
-        found += wrapped
+        stdin = [Arg(w) for text in self.piped_text for w in text.split()] or None
+        logs: list[Arg] = []
+        argv, wrapped = unwrap(argv, stdin, logs)
+        found += wrapped + write_targets(logs, self)
         if not argv:
             return found
         self.command = command
         if command and reads_program_from_stdin(argv):
             found += self._stdin_code(argv, command)
         name = program_name(argv[0])
+        if argv[0] in self.ctx.functions:
+            return found + self.nested(self.ctx.functions[argv[0]], argv[1:])
         if not name or "$" in name or (name not in ("[", "[[") and any(c in name for c in "*?[")):
             found.append(Finding("the program name is computed at run time", "dynamic command"))
             found += [f for f in rm_rule([Arg("rm"), *argv[1:]], self) if f.blocked]
         rule = rule_for(name)
         if rule is not None:
             found += rule(argv, self)
-        elif "/" in argv[0] and not argv[0].startswith(_SYSTEM_PREFIXES):
+        local = "/" in argv[0] and not argv[0].startswith(_SYSTEM_PREFIXES)
+        if local and rule is None:
             found += local_program(argv[0], self)
+        if local or not is_known_safe(name, argv):
+            self.ctx.unknown.append(name)
         return found
 
     def _redirections(self, argv: list[Arg], command: Command, flow: Flow | None) -> list[Finding]:
         """Writes through `>` are judged like write_file; what they write is remembered."""
-        found = []
+        found: list[Finding] = []
         for op, target in command.redirects:
             path = (self.expand(target) or [Arg("")])[0]
             if op in WRITE_REDIRECTS:
@@ -167,8 +162,15 @@ class Scanner:
         """The command's argv after expansion, minus keywords and leading assignments
         (which are remembered when they stand alone: `X=rm; $X ...`)."""
         argv = [arg for word in command.words for arg in self.expand(word)]
-        while argv and argv[0] in _KEYWORDS:
-            argv.pop(0)
+        while argv and argv[0] in (*_KEYWORDS, "coproc", "function"):
+            # `function f {`, `coproc NAME { ...; }`: the name is not a program
+            named = argv[0] == "function" or (argv[0] == "coproc" and argv[2:3] == ["{"])
+            argv = argv[2:] if named else argv[1:]
+        if argv[:1] == ["case"]:
+            return []
+        if argv[:1] and argv[0] in _LOOPS:
+            self.env.pop(argv[1] if len(argv) > 1 else "", None)  # the loop variable varies
+            return []
         count = 0
         while count < len(argv) and _is_assignment(argv[count]):
             count += 1
@@ -180,76 +182,70 @@ class Scanner:
         return argv[count:]
 
     def expand(self, word: Word) -> list[Arg]:
-        """The fields bash would produce from `word` (unknown values stay as `${NAME}`;
-        a substitution that decodes a literal payload becomes the decoded text)."""
+        """The fields bash would produce from `word` (unknown values stay as `${NAME}` or
+        `$(...)` and mark the word dynamic; a substitution whose output is known, such as
+        `$(echo ~)` or a decoded literal payload, becomes that text)."""
         first = word.parts[0] if len(word.parts) == 1 else None
-        if first and first.kind == "lit" and not first.quoted and _BRACE_LIST.fullmatch(first.text):
-            return [Arg(w) for w in _expand_braces(first.text) if w]
+        if first and first.kind == "lit" and not first.quoted and BRACE_LIST.fullmatch(first.text):
+            return [Arg(w) for w in expand_braces(first.text) if w]
         fields: list[str] = []
-        current, fetched, quoted = "", False, False
+        current, fetched, dynamic, quoted = "", False, False, False
         for part in word.parts:
             quoted = quoted or part.quoted
-            value = _lookup(part.text, self.env) if part.kind == "var" else None
             if part.kind == "lit":
                 current += part.text
-            elif part.kind in ("cmd", "proc"):
-                inner = self._substitution(part.text)
-                fetched = fetched or inner.fetched
-                current += inner.text if inner.fetched and inner.text is not None else "$(...)"
-            elif value is None:
-                current += "${" + part.text + "}"
-            elif part.quoted or not self.env.get("IFS"):
-                current += value
-            else:
-                for k, piece in enumerate(re.split(f"[{re.escape(self.env['IFS'])}]+", value)):
-                    if k and current:
-                        fields.append(current)
-                        current = ""
-                    current += piece
+                continue
+            value, placeholder, from_download = self._value(part)
+            fetched = fetched or from_download
+            if value is None:
+                current += placeholder
+                dynamic = dynamic or part.kind != "proc"
+                continue
+            whole = part.quoted or from_download
+            for k, piece in enumerate(split_fields(value, self.env.get("IFS"), whole)):
+                if k and (current or part.quoted):
+                    fields.append(current)
+                    current = ""
+                current += piece
         if current or quoted:
             fields.append(current)
         args = [Arg(f) for f in fields]
         for arg in args:
-            arg.fetched = fetched
+            arg.fetched, arg.dynamic = fetched, dynamic
         return args
+
+    def _value(self, part: Part) -> tuple[str | None, str, bool]:
+        """(the text a variable or substitution stands for or None, the placeholder shown
+        when it is unknown, whether it is downloaded or decoded)."""
+        if part.kind == "var":
+            return lookup(part.text, self.env), "${" + part.text + "}", False
+        inner = self._substitution(part.text)
+        if inner.text is None or (part.kind == "proc" and not inner.fetched):
+            return None, "$(...)", inner.fetched  # <(cmd) is a /dev/fd path, not the text
+        return inner.text.rstrip("\n"), "$(...)", inner.fetched
 
     def _substitution(self, src: str) -> Flow:
         """What `$( ... )` prints, as far as it can be known: downloads and decodes are
-        marked fetched, a decoded literal payload is known exactly."""
+        marked fetched; the text of `echo`, `printf` and decoded literals is known exactly."""
         if self.depth >= MAX_DEPTH:
             return Flow(None, False)  # the nested scan already asks for approval of this depth
         inner = Scanner(src, self.depth + 1, self.env, self.cwd, ScanContext(self.ctx.base))
-        result = Flow(None, False)
+        texts: list[str | None] = []
+        fetched = False
         for pipeline in parse(src):
             flow: Flow | None = None
             for command in pipeline:
                 flow = output_of(unwrap(inner._expand_command(command))[0], command, flow, inner)
             if flow is not None:
-                result = Flow(flow.text, result.fetched or flow.fetched)
-        return result
+                texts.append(flow.text)
+                fetched = fetched or flow.fetched
+        known = [t for t in texts if t is not None]
+        return Flow("\n".join(known) if len(known) == len(texts) else None, fetched)
 
 
-def _fork_bomb(src: str) -> list[Finding]:
-    """`:(){ :|:& };:` and friends: a function that pipes or backgrounds itself (outside
-    quotes: `echo ':(){ :|:& };:'` only prints it; `bash -c '...'` is scanned when nested)."""
-    src = _QUOTED.sub("''", src)
-    for m in _FUNCTION_BODY.finditer(src):
-        if m.group(2):
-            name, body = m.group(2), m.group(3)
-        else:
-            before = _FUNCTION_NAME.search(src, max(0, m.start() - 80), m.start())
-            name, body = (before.group(1) if before else ""), m.group(1)
-        name = re.escape(name)
-        if name and re.search(rf"(^|[\s;&|]){name}\s*[|&]\s*{name}", body):
-            return [Finding("a fork bomb exhausts the machine", "fork bomb", blocked=True)]
-    return []
-
-
-def assess_command(
-    command: str, cwd: Path | str | None = None, home: Path | None = None
-) -> Assessment | None:
-    """None when the command is safe; else why it needs approval, or that it is blocked.
-    `cwd` lets scripts and relative paths be read; `home` is the talaria home.
+def judge_command(command: str, cwd: Path | str | None = None, home: Path | None = None) -> Verdict:
+    """The policy's verdict on a command line: safe, unknown, ask or floor. `cwd` lets
+    scripts and relative paths be read; `home` is the talaria home.
 
     When a command does several dangerous things the pattern joins all of them, so a grant
     for one ("git push --force") never silently covers another in the same line.
@@ -257,12 +253,24 @@ def assess_command(
     context = ScanContext(str(cwd) if cwd is not None else None, home)
     findings = Scanner(command, ctx=context).scan()
     if not findings:
-        return None
+        unknown = tuple(dict.fromkeys(context.unknown))
+        return Verdict(UNKNOWN, unknown=unknown) if unknown else Verdict(SAFE)
     blocked = [f for f in findings if f.blocked]
     chosen = blocked or findings
-    return Assessment(
-        command=command,
+    return Verdict(
+        FLOOR if blocked else ASK,
         reason="; ".join(dict.fromkeys(f.reason for f in chosen)),
         pattern=" + ".join(sorted({f.pattern for f in chosen})),
-        blocked=bool(blocked),
+        unresolved=not blocked and any(f.unresolved for f in findings),
     )
+
+
+def assess_command(
+    command: str,
+    cwd: Path | str | None = None,
+    home: Path | None = None,
+    sandboxed: bool = True,
+) -> Assessment | None:
+    """None when the command may run without asking; else why it needs approval, or that
+    it is blocked. `sandboxed`: whether it will run inside the sandbox."""
+    return assessment_for(command, judge_command(command, cwd, home), sandboxed)

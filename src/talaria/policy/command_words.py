@@ -72,6 +72,11 @@ class Finding(NamedTuple):
     reason: str
     pattern: str
     blocked: bool = False
+    """The floor: never allowed, in any mode."""
+    unresolved: bool = False
+    """A floor-class action (a recursive delete, a kill) whose target is known only at run
+    time: contained by the sandbox, but with no sandbox it could be the home or every
+    process, so it never runs unconfined without a human's yes."""
 
 
 class Arg(str):
@@ -79,6 +84,16 @@ class Arg(str):
     (`"$(curl ...)"`, `<(wget -O- ...)`), which must never be run as code unreviewed."""
 
     fetched: bool = False
+    dynamic: bool = False
+    """Part of the word is computed at run time (an unknown variable, a substitution whose
+    output cannot be known, the words xargs reads): never treated as a known path."""
+
+
+def computed(text: str) -> Arg:
+    """A word known only at run time (what xargs reads, the path find hands `-exec`)."""
+    arg = Arg(text)
+    arg.dynamic = True
+    return arg
 
 
 @mutable
@@ -95,6 +110,13 @@ class ScanContext:
     rewritten: set[str] = field(default_factory=set)
     """Files this line changes in ways that cannot be read ahead (`cp x f`, `sed -i ... f`):
     what is on disk now is not what would run."""
+    executable: set[str] = field(default_factory=set)
+    """Files this line makes executable (`chmod +x f`): running one then asks."""
+    unknown: list[str] = field(default_factory=list)
+    """What this line does that is not known to be harmless (a program outside the read-only
+    table, a write to a file): quiet inside the sandbox, asked about without one."""
+    functions: dict[str, str] = field(default_factory=dict)
+    """Shell functions and aliases the line defines, by name, with their bodies."""
 
 
 Rule = Callable[[list[Arg], "Scanner"], list[Finding]]

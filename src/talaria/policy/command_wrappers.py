@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import NamedTuple
 
-from talaria.policy.command_words import Arg, Finding, program_name
+from talaria.policy.command_words import Arg, Finding, computed, option_value, program_name
 from talaria.policy.shell_syntax import NAME
 
 
@@ -134,8 +134,55 @@ def _skip_options(name: str, argv: list[Arg], spec: Wrapper) -> tuple[int, list[
     return i, None
 
 
-def unwrap(argv: list[Arg]) -> tuple[list[Arg], list[Finding]]:
-    """Strip sudo/env/timeout/taskset/... to reach the program that really runs."""
+def _xargs_command(options: list[Arg], command: list[Arg], stdin: list[Arg] | None) -> list[Arg]:
+    """The command xargs runs: its words plus what it reads (`stdin`, when the line shows
+    it; else a word known only at run time), or with them in place of `-I` replace-str."""
+    words = stdin or [computed("${stdin}")]
+    command = command or [Arg("echo")]
+    replace = option_value([Arg("xargs"), *options], "-I", "--replace", "-i")
+    if replace is None and any(a in ("-i", "--replace") for a in options):
+        replace = Arg("{}")
+    if replace is None:
+        return [*command, *words]
+    line = " ".join(words)
+    filled = []
+    for word in command:
+        arg = Arg(word.replace(replace, line)) if replace in word else word
+        arg.dynamic = word.dynamic or (replace in word and any(w.dynamic for w in words))
+        filled.append(arg)
+    return filled
+
+
+_OUTPUT_OPTIONS = {
+    "strace": ("-o",),
+    "ltrace": ("-o",),
+    "time": ("-o", "--output"),
+    "script": ("-O", "--log-out", "-I", "--log-in", "-T", "--timing", "-B", "--log-io"),
+}
+"""Wrappers that write a log of what they run: `script -c CMD ~/.bashrc` writes there."""
+
+
+def _outputs(name: str, argv: list[Arg], spec: Wrapper) -> list[Arg]:
+    """The files a wrapper writes its log to (script's operands included)."""
+    found = [v for v in (option_value(argv, o) for o in _OUTPUT_OPTIONS.get(name, ())) if v]
+    i = 1
+    while name == "script" and i < len(argv):
+        a = argv[i]
+        if a in spec.with_value or _is_command_option(a, spec):
+            i += 2
+            continue
+        if not a.startswith("-"):
+            found.append(a)
+        i += 1
+    return found
+
+
+def unwrap(
+    argv: list[Arg], stdin: list[Arg] | None = None, outputs: list[Arg] | None = None
+) -> tuple[list[Arg], list[Finding]]:
+    """Strip sudo/env/timeout/taskset/... to reach the program that really runs. `stdin`:
+    the words piped into the command, which xargs appends to the one it runs; `outputs`
+    collects the files the wrappers themselves write (`strace -o FILE`)."""
     found: list[Finding] = []
     while argv and (spec := WRAPPERS.get(program_name(argv[0]))) is not None:
         name = program_name(argv[0])
@@ -145,10 +192,15 @@ def unwrap(argv: list[Arg]) -> tuple[list[Arg], list[Finding]]:
             return [], found
         if spec.pid_option and spec.pid_option in argv[1:]:
             return [], found  # acts on a running process: nothing is started
+        if outputs is not None:
+            outputs += _outputs(name, argv, spec)
         i, carried = _skip_options(name, argv, spec)
         if carried is None and spec.leading:
             i += spec.leading  # flock FILE -c CMD: the command option may follow the operands
             if i < len(argv) and _is_command_option(argv[i], spec):
                 carried, i = [Arg("sh"), Arg("-c"), *argv[i + 1 : i + 2]], len(argv)
-        argv = carried + argv[i:] if carried is not None else argv[i:]
+        command = carried + argv[i:] if carried is not None else argv[i:]
+        if name == "xargs":
+            command = _xargs_command(argv[1:i], command, stdin)
+        argv = command
     return argv, found

@@ -58,6 +58,7 @@ _DELETE_TREE = re.compile(
 _FORK_LOOP = re.compile(r"fork\s+while\s+fork|while\s*\(?\s*(?:True|1)\s*\)?\s*:?\s*os\.fork\(\)")
 _DECODES = re.compile(r"b64decode|base64|atob|decode64|unpack\(\s*['\"]m")
 _BASE64_TEXT = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
+_ECHO_FLAGS = re.compile(r"-[neE]+")
 _SHEBANG = re.compile(rb"#!\s*(\S+)(?:[ \t]+(\S+))?")
 
 
@@ -174,6 +175,10 @@ def interpreter_script(path_arg: Arg, sc: Scanner) -> list[Finding]:
 def local_program(word: Arg, sc: Scanner) -> list[Finding]:
     """`./f`, `scripts/deploy`: a script is judged by its interpreter line; a compiled
     program (nothing to read) is left to the sandbox."""
+    path = absolute(word, sc)
+    if path is not None and path in sc.ctx.executable:
+        reason = f"runs {word}, which this same command has just made executable"
+        return [Finding(reason, "chmod +x and run")]
     text, found = read_script(word, sc)
     if text is None:
         return found
@@ -191,8 +196,12 @@ def local_program(word: Arg, sc: Scanner) -> list[Finding]:
 
 
 def shell_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """`sh -c CODE NAME ARGS...` runs CODE with ARGS as `$1`...; `sh FILE` runs the file."""
     code, script, _ = shell_payload(argv)
-    found = sc.nested(code) if code is not None else []
+    found = []
+    if code is not None:
+        after = argv[argv.index(code) + 1 :]
+        found = sc.nested(code, after[1:] if after else None)
     if (code is not None and code.fetched) or (script is not None and script.fetched):
         found.append(FETCHED_CODE)
     elif script is not None and script not in ("-", "/dev/stdin"):
@@ -281,10 +290,13 @@ def awk_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
 def printed_text(argv: list[Arg]) -> str:
     """What `echo ARGS` / `printf FORMAT` writes (escapes decoded for printf and echo -e)."""
     name = program_name(argv[0])
-    words = [a for a in argv[1:] if not (a.startswith("-") and len(a) <= 3)]
-    if name == "printf" or "-e" in argv[1:]:
-        return ansi_c(" ".join(words))
-    return " ".join(words)
+    words, escapes = list(argv[1:]), name == "printf"
+    if name == "printf":
+        words = words[2:] if words[:1] == ["-v"] else words  # printf -v NAME prints nothing
+        words = words[1:] if words[:1] == ["--"] else words
+    while name != "printf" and words and _ECHO_FLAGS.fullmatch(words[0]):
+        escapes = escapes or "e" in words.pop(0)  # only -n, -e, -E: `echo -1` prints -1
+    return ansi_c(" ".join(words)) if escapes else " ".join(words)
 
 
 def decode(text: str, argv: list[Arg]) -> str | None:

@@ -10,6 +10,7 @@ by that text, or asks.
 from __future__ import annotations
 
 import glob
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,11 +44,19 @@ _MAX_GLOB = 200
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
 
 
+_STREAM = re.compile(r"/dev/(null|zero|full|stdout|stderr|stdin|tty|fd/\d+)|/proc/self/fd/\d+")
+"""The command's own streams and sinks: writing there writes no file (whatever talaria's
+own stdout happens to be, which is where a resolved /dev/stdout would point)."""
+_PROJECT_SETTINGS = frozenset({"config.yaml", "config.yml"})
+
+
 def write_target(text: str, sc: Scanner) -> list[Finding]:
-    """Findings for writing the path `text` (relative paths against the line's directory)."""
-    if not text or "$" in text or text.isdigit() or text == "-":
+    """Findings for writing the path `text` (relative paths against the line's directory).
+    Any write to a file makes the line unknown: not harmful, but not read-only either."""
+    if not text or text.isdigit() or text == "-" or _STREAM.fullmatch(text):
         return []
-    path = absolute(text, sc)
+    sc.ctx.unknown.append(f"writes {text}")
+    path = None if "$" in text or getattr(text, "dynamic", False) else absolute(text, sc)
     if path is None:
         return []
     sc.ctx.written.pop(path, None)
@@ -58,7 +67,17 @@ def write_target(text: str, sc: Scanner) -> list[Finding]:
     if settings is not None:
         return [Finding(*settings)]
     verdict = classify_write(Path(path))
-    return [Finding(*verdict)] if verdict else []
+    return [Finding(*verdict)] if verdict else _project_settings(path, sc)
+
+
+def _project_settings(path: str, sc: Scanner) -> list[Finding]:
+    """A project's `.env` or `config.yaml` holds its keys and settings: rewriting one from
+    the terminal asks, as it would through write_file (`config.yaml.bak` does not)."""
+    secret = secret_reason(path, sc.ctx.talaria_home)
+    if secret is None and os.path.basename(path) not in _PROJECT_SETTINGS:
+        return []
+    what = secret or f"a project's settings ({path})"
+    return [Finding(f"changes {what}", "write project env/config")]
 
 
 def write_targets(targets: list[Arg], sc: Scanner) -> list[Finding]:

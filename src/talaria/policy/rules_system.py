@@ -73,38 +73,103 @@ def sql_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
     return [Finding("drops, empties or deletes database data", "sql drop")] if hit else []
 
 
-def kill_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    if only_lists(argv):
-        return []
-    found = _kill_signal(argv)
-    if len(argv) > 2 and argv[-1] == "-1":
-        return [Finding("kills every process it may signal", "kill all"), *found]
-    targets, i = [], 1
+_SIGNAL_OPTIONS = ("-s", "-n", "--signal")
+_KILL_SIGNALS = frozenset({"9", "KILL"})
+_EVERY_PROCESS = "kills every process it may signal"
+
+
+def _kill_arguments(argv: list[Arg]) -> tuple[str, list[Arg]]:
+    """(the signal, the targets) of `kill`: `-9`, `-KILL`, `-s KILL`, `-n 9`, `--signal=9`;
+    after `--` or the signal, `-1` and `-PGID` are targets. A lone `kill -1` counts `-1` as
+    both, so it is never read as harmless."""
+    signal, targets, options = "TERM", list[Arg](), True
+    i = 1
     while i < len(argv):
         a = argv[i]
-        i += 2 if a in ("-s", "-n", "--signal") else 1
-        if not a.startswith("-") or (a.lstrip("-").isdigit() and argv[i - 2 : i - 1] == ["--"]):
+        if a == "--" and options:
+            options = False
+        elif options and a in _SIGNAL_OPTIONS and i + 1 < len(argv):
+            signal, options = argv[i + 1], False
+            i += 1
+        elif options and a.startswith("--signal="):
+            signal, options = a.partition("=")[2], False
+        elif options and a.startswith("-") and len(a) > 1:
+            signal, options = a[1:], False
+            if i == len(argv) - 1:
+                targets.append(a)  # `kill -1`: read as the every-process target too
+        else:
             targets.append(a)
-    pids = [t for t in targets if not t.startswith("%")]
-    if (not targets) or any(not t.lstrip("-").isdigit() for t in pids):
-        found.append(Finding("kills processes chosen at run time", "kill by pid list"))
+        i += 1
+    upper = signal.upper()
+    return upper[3:] if upper.startswith("SIG") else upper, targets
+
+
+def _pid(word: Arg) -> int | None:
+    """The number a kill target names, if it is one (`-01` is -1)."""
+    try:
+        return None if word.dynamic else int(word, 10)
+    except ValueError:
+        return None
+
+
+def kill_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """Signalling every process (`kill -9 -1`, `kill -- -1`) or init (`kill 1`) is the
+    floor; killing processes chosen at run time asks, and never runs unattended without a
+    sandbox; signal 0 only asks whether a process exists."""
+    if only_lists(argv) or any(a in ("-l", "-L", "--list", "--table") for a in argv[1:]):
+        return []
+    signal, targets = _kill_arguments(argv)
+    numbers = {t: _pid(t) for t in targets if not t.startswith("%")}
+    if signal != "0" and any(n in (-1, 1) for n in numbers.values()):
+        return [Finding(_EVERY_PROCESS, "kill all", blocked=True)]
+    found = []
+    if signal in _KILL_SIGNALS:
+        found.append(Finding("kills processes without letting them clean up", "kill -9"))
+    if not targets or None in numbers.values():
+        reason = "kills processes chosen at run time"
+        found.append(Finding(reason, "kill by pid list", unresolved=bool(targets)))
     return found
 
 
-def _kill_signal(argv: list[Arg]) -> list[Finding]:
-    kill_signals = {"9", "KILL", "SIGKILL"}
-    for i, a in enumerate(argv[1:], 1):
-        value = argv[i + 1] if a in ("-s", "-n", "--signal") and i + 1 < len(argv) else a[1:]
-        if a.startswith("--signal="):
-            value = a.partition("=")[2]
-        if a.startswith("-") and value.upper() in kill_signals:
-            return [Finding("kills processes without letting them clean up", "kill -9")]
-    return []
+_EVERYTHING = frozenset({"", ".", ".*", "^", "^.*", ".*$", "^.*$", ".+", "^.+"})
+_SELECTORS = {
+    "pkill": frozenset(
+        {"-u", "-U", "-g", "-G", "-P", "-s", "-t", "--euid", "--uid", "--pgroup", "--group"}
+        | {"--parent", "--session", "--terminal"}
+    ),
+    "killall": frozenset({"-u", "--user"}),
+}
+"""Options that pick processes by owner, group or session rather than by name."""
+_VALUES = {
+    "pkill": frozenset({"--signal", "-F", "--pidfile", "--ns", "--nslist", "--cgroup"}),
+    "killall": frozenset(
+        {"-s", "--signal", "-o", "--older-than", "-y", "--younger-than", "-n", "--ns", "-Z"}
+    ),
+}
 
 
 def kill_by_name(argv: list[Arg], sc: Scanner) -> list[Finding]:
+    """pkill/killall by name asks. With no name but a user, group or session (`pkill -9 -u
+    me`), or a pattern that matches everything (`pkill -f .`), it kills every process of
+    that owner: the floor. `killall5` always is."""
     name = program_name(argv[0])
-    return [] if only_lists(argv) else [Finding("kills processes by name", name)]
+    if only_lists(argv):
+        return []
+    selectors, values = _SELECTORS.get(name, frozenset()), _VALUES.get(name, frozenset())
+    patterns, selected, i = [], name == "killall5", 1
+    while i < len(argv):
+        a, option = argv[i], argv[i].partition("=")[0]
+        if option in selectors or option in values:
+            selected = selected or option in selectors
+            i += 1 if "=" in a else 2
+            continue
+        if not a.startswith("-") or a == "-":
+            patterns.append(a)
+        i += 1
+    regex = name == "pkill" or "-r" in argv or "--regexp" in argv
+    if (selected and not patterns) or (regex and any(p in _EVERYTHING for p in patterns)):
+        return [Finding(_EVERY_PROCESS, "kill all", blocked=True)]
+    return [Finding("kills processes by name", name)]
 
 
 def wipe_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:

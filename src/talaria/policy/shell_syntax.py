@@ -290,9 +290,18 @@ def parse(src: str) -> list[list[Command]]:
         if new_pipeline and pipelines[-1]:
             pipelines.append([])
 
-    index = 0
+    index, depth = 0, 0
     while index < len(tokens):
         token = tokens[index]
+        if token == "(" and tokens[index + 1 : index + 2] == [")"] and _defines(current):
+            current = Command()  # `f() { ...; }`: the name is not run here, the body follows
+            index += 2
+            continue
+        if token == ")" and depth == 0:
+            current = Command()  # a case pattern such as `*)` names nothing to run
+            index += 1
+            continue
+        depth += {"(": 1, ")": -1}.get(token, 0) if isinstance(token, str) else 0
         if isinstance(token, Word):
             current.words.append(token)
         elif token in REDIRECTS:
@@ -308,3 +317,9 @@ def parse(src: str) -> list[list[Command]]:
         index += 1
     finish(new_pipeline=False)
     return [p for p in pipelines if p]
+
+
+def _defines(command: Command) -> bool:
+    """`f` or `function f` before `()`: a function definition."""
+    words = [w.literal() for w in command.words]
+    return not command.redirects and (len(words) == 1 or words[:1] == ["function"])

@@ -25,7 +25,15 @@ from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.messages.redact import redact
 from talaria.offload import run_user_code
 from talaria.plugins.hooks import HookBus
-from talaria.policy.approval import ApprovalState, Assessment, assess_tool_call
+from talaria.policy.approval import (
+    ESCALATED,
+    SANDBOXED,
+    UNCONFINED,
+    ApprovalState,
+    Assessment,
+    Boundary,
+    assess_tool_call,
+)
 from talaria.providers.base import ToolCall
 from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 from talaria.tools.base import Tool, ToolContext, ToolError
@@ -244,7 +252,10 @@ class ToolExecutor:
                 arguments = validate_arguments(tool.parameters, guard.arguments)
             except ArgumentError as exc:
                 return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
-        assessment = assess_tool_call(call.name, arguments, ctx.cwd, ctx.home, tool.assess)
+        boundary = _boundary(ctx.sandbox) if call.name == "terminal" else SANDBOXED
+        assessment = assess_tool_call(
+            call.name, arguments, ctx.cwd, ctx.home, tool.assess, boundary
+        )
         if assessment is not None:
             with self.telemetry.approval(call.name, assessment.command) as observed:
                 denial = await self._approve(assessment, call, arguments, guard.approved)
@@ -263,12 +274,10 @@ class ToolExecutor:
                 "mode; do not try to work around it.",
                 True,
             )
-        if (
-            pre_approved
-            or self.approvals.mode == "off"
-            or self.approvals.is_granted(assessment.command)
-        ):
+        if pre_approved or self.approvals.is_granted(assessment.command):
             return None
+        if self.approvals.mode == "off":
+            return _refused_unattended(assessment) if assessment.needs_a_human else None
         if not self.interactions.can_answer("approval"):
             return CallOutcome(
                 f"Denied: this needs the user's approval ({assessment.reason}) "
@@ -325,6 +334,37 @@ class ToolExecutor:
             log.debug("tool %s raised", tool.name, exc_info=True)
             return CallOutcome(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", True)
         return CallOutcome(serialise_result(value), is_error=ctx.interrupt.is_set())
+
+
+def _boundary(policy: Any) -> Boundary:
+    """Whether a command would run confined: under a sandbox mode that confines, on a
+    machine where bubblewrap works (or where `sandbox.required` refuses instead)."""
+    if policy is None or not policy.confines:
+        return UNCONFINED
+    from talaria.tools.sandbox_probe import sandbox_support  # cached once per process
+
+    support = sandbox_support()
+    return Boundary(sandboxed=bool(support.available and support.bwrap) or policy.required)
+
+
+def _refused_unattended(assessment: Assessment) -> CallOutcome:
+    """Approvals are off and nobody can give the yes this call needs."""
+    if assessment.command.startswith(ESCALATED):
+        advice = (
+            "Run the command without escalate=true: it then runs inside the sandbox. If it "
+            "truly must run outside, tell the user why; only they can allow it (by answering "
+            "an approval, or by choosing sandbox.mode full-access)."
+        )
+    else:
+        advice = (
+            "Write the paths or process ids out literally so they can be checked, or tell "
+            "the user what you need."
+        )
+    return CallOutcome(
+        f"Refused: {assessment.reason}. Approvals are off, so nobody can allow this, and it "
+        f"never runs unattended. {advice}",
+        True,
+    )
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
