@@ -31,6 +31,8 @@ class ServeProcess:
     home: Path
     key: str | None = KEY
     extra_args: list[str] = field(default_factory=list)
+    port: int = 0
+    """0 picks a free one; a fixed port lets a test restart the server where a page expects it."""
     url: str = ""
     proc: subprocess.Popen[bytes] | None = None
 
@@ -45,7 +47,7 @@ class ServeProcess:
         if self.key:
             env["TALARIA_SERVER_KEY"] = self.key
         command = [
-            sys.executable, "-m", "talaria.cli.main", "serve", "--port", "0",
+            sys.executable, "-m", "talaria.cli.main", "serve", "--port", str(self.port),
             "--home", str(self.home), "--base-url", self.provider.openai_base_url,
             "--model", "scripted-model", "--api-key", "provider-key",
             "--api-mode", "chat_completions", "--toolsets", "terminal,clarify", *self.extra_args,

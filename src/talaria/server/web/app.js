@@ -6,7 +6,7 @@
 (function () {
   const $ = function (id) { return document.getElementById(id); };
   const transcript = $("transcript");
-  const state = { session: null, run: null, stream: null, answer: null, answerText: "", cards: {} };
+  const state = { session: null, run: null, stream: null, answer: null, answerText: "", thought: null, cards: {} };
   const token = takeToken();
 
   function takeToken() {
@@ -46,7 +46,7 @@
 
   // A server-sent event stream read with fetch (EventSource cannot send a header): each event
   // goes to onEvent(name, data); a dropped stream is resumed after the last event seen.
-  function follow(path, onEvent) {
+  function follow(path, onEvent, onGone) {
     const control = new AbortController();
     let lastId = 0;
     function dispatch(block) {
@@ -75,6 +75,7 @@
       for (;;) {
         const chunk = await reader.read();
         if (chunk.done) return;
+        connection(true);
         buffer += chunk.value;
         let end;
         while ((end = buffer.indexOf("\n\n")) >= 0) {
@@ -85,15 +86,21 @@
     }
     (async function () {
       while (!control.signal.aborted) {
-        try { await read(); }
+        try { await read(); connection(true); }
         catch (error) {
           if (control.signal.aborted) return;
-          if (error.status) { note(error.message); return; }  // the server said no: final
+          if (error.status) { connection(true); onGone(error); return; }  // the server said no: final
+          connection(false);
         }
         await new Promise(function (resolve) { setTimeout(resolve, 1000); });
       }
     })();
     return control;
+  }
+
+  // A banner while the server cannot be reached; gone again once a stream reconnects.
+  function connection(up) {
+    $("offline").hidden = up;
   }
 
   function add(kind, html) {
@@ -130,7 +137,14 @@
     });
   }
 
+  function reasoningCard(text) {
+    const card = add("card reasoning", '<details><summary>Reasoning</summary><div class="text"></div></details>');
+    card.querySelector(".text").textContent = text;
+    return card;
+  }
+
   function toolCard(callId, name, args) {
+    if (state.cards[callId]) return state.cards[callId];  // a replayed event after a reload
     const card = add("card tool", '<div class="head"></div><div class="body"><pre class="args"></pre><pre class="output">running…</pre></div>');
     card.querySelector(".head").textContent = "⚙ " + name;
     card.querySelector(".args").textContent = typeof args === "string" ? args : JSON.stringify(args, null, 1);
@@ -146,19 +160,40 @@
   async function openSession(id) {
     if (state.run) return;
     const session = await api("GET", "/v1/sessions/" + encodeURIComponent(id));
-    state.session = id;
+    choose(id);
     transcript.innerHTML = "";
+    state.cards = {};
     $("session-title").textContent = session.title || id;
     $("usage").textContent = cost(session.usage);
+    // A turn still running: its stored part is replayed from the run's own events instead.
+    const running = session.running_run_id;
+    let shown = session.messages;
+    if (running) {
+      const lastUser = shown.map(function (m) { return m.role; }).lastIndexOf("user");
+      shown = lastUser >= 0 ? shown.slice(0, lastUser + 1) : shown;
+    }
     const names = {};
-    session.messages.forEach(function (m) {
+    shown.forEach(function (m) {
       if (m.role === "user") message("user", textOf(m.content));
       else if (m.role === "assistant") {
+        const thought = m.reasoning || m.reasoning_content;
+        if (thought) reasoningCard(thought);
         if (textOf(m.content)) message("assistant", textOf(m.content));
         (m.tool_calls || []).forEach(function (c) { names[c.id] = c.function.name; toolCard(c.id, c.function.name, c.function.arguments); });
       } else if (m.role === "tool") toolResult(m.tool_call_id, names[m.tool_call_id] || "tool", textOf(m.content), false);
     });
+    if (running) attach(running, "/v1/runs/" + running + "/events");
     loadSessions();
+  }
+
+  // The open session is kept in the address (#session=<id>), so a reload comes back to it.
+  function choose(id) {
+    state.session = id;
+    history.replaceState(null, "", id ? "#session=" + encodeURIComponent(id) : window.location.pathname);
+  }
+  function sessionInAddress() {
+    const found = /^#session=(.+)$/.exec(window.location.hash);
+    return found ? decodeURIComponent(found[1]) : null;
   }
   function textOf(content) {
     if (typeof content === "string") return content;
@@ -167,6 +202,7 @@
   }
 
   function approvalCard(data) {
+    if (state.cards[data.request_id]) return;
     const card = add("card approval", '<div class="head">Approval needed</div><div class="body"><pre class="command"></pre><div class="reason"></div><div class="choices"></div></div>');
     card.dataset.request = data.request_id;
     card.querySelector(".command").textContent = data.command;
@@ -181,14 +217,17 @@
       choices.appendChild(button);
     });
     state.cards[data.request_id] = card;
+    card.scrollIntoView({ block: "nearest" });
   }
   function clarifyCard(data) {
+    if (state.cards[data.request_id]) return;
     const card = add("card approval", '<div class="head">Question</div><div class="body"><div class="q"></div><input class="a" type="text"><button type="button">Answer</button></div>');
     card.querySelector(".q").textContent = data.question + (data.choices ? " (" + data.choices.join(" / ") + ")" : "");
     card.querySelector("button").onclick = function () {
       answer("clarify", data.request_id, { answer: card.querySelector(".a").value });
     };
     state.cards[data.request_id] = card;
+    card.scrollIntoView({ block: "nearest" });
   }
   function settle(requestId, text) {
     const card = state.cards[requestId];
@@ -204,12 +243,18 @@
   const handlers = {
     "message.delta": function (d) {
       state.streamed = true;
+      state.thought = null;
       if (!state.answer) { state.answer = message("assistant", ""); state.answerText = ""; }
       state.answerText += d.text;
       state.answer.innerHTML = renderMarkdown(state.answerText);
       transcript.scrollTop = transcript.scrollHeight;
     },
-    "tool.started": function (d) { state.answer = null; toolCard(d.call_id, d.name, d.arguments); },
+    "reasoning.delta": function (d) {
+      if (!state.thought) { state.thought = reasoningCard(""); }
+      const text = state.thought.querySelector(".text");
+      text.textContent += d.text;
+    },
+    "tool.started": function (d) { state.answer = null; state.thought = null; toolCard(d.call_id, d.name, d.arguments); },
     "tool.completed": function (d) { toolResult(d.call_id, d.name, d.result, d.is_error); },
     "approval.requested": approvalCard,
     "approval.resolved": function (d) { settle(d.request_id, d.decision); },
@@ -226,10 +271,33 @@
     if (label) note(label);
     if (!state.streamed && data.final_response) message("assistant", data.final_response);
     $("usage").textContent = "this turn: " + cost(data.usage);
-    state.stream.abort();
-    state.run = null; state.stream = null; state.answer = null;
+    idle();
+  }
+
+  function idle() {
+    if (state.stream) state.stream.abort();
+    state.run = null; state.stream = null; state.answer = null; state.thought = null;
     $("send").disabled = false; $("cancel").hidden = true;
-    loadSessions();
+    loadSessions().catch(function (error) { note(error.message); });
+  }
+
+  // The run's stream was refused for good: the server restarted (its runs are gone) or
+  // forgot the run. What the turn stored is in the session; show that and take input again.
+  function lost(error) {
+    const session = state.session;
+    idle();
+    if (error.status !== 404) { note(error.message); return; }
+    const gone = "the live view of this turn is gone (the server restarted); showing what was saved";
+    (session ? openSession(session) : Promise.resolve()).then(
+      function () { note(gone); }, function (e) { note(gone); note(e.message); });
+  }
+
+  function attach(runId, eventsUrl) {
+    state.run = runId; state.streamed = false;
+    $("send").disabled = true; $("cancel").hidden = false;
+    state.stream = follow(eventsUrl, function (name, data) {
+      if (handlers[name]) handlers[name](data);
+    }, lost);
   }
 
   async function send(text) {
@@ -237,15 +305,13 @@
     $("send").disabled = true;
     try {
       const run = await api("POST", "/v1/runs", { input: text, session_id: state.session || undefined });
-      state.run = run.run_id; state.session = run.session_id; state.streamed = false;
+      choose(run.session_id);
       $("session-title").textContent = run.session_id;
-      $("cancel").hidden = false;
-      state.stream = follow(run.events_url, function (name, data) {
-        if (handlers[name]) handlers[name](data);
-      });
+      attach(run.run_id, run.events_url);
     } catch (error) {
       add("msg error", escapeHtml(error.message));
       $("send").disabled = false;
+      if (error.status === 409) openSession(state.session).catch(function () {});  // busy: show it
     }
   }
 
@@ -264,9 +330,17 @@
   };
   $("new-chat").onclick = function () {
     if (state.run) return;
-    state.session = null; transcript.innerHTML = "";
+    choose(null); transcript.innerHTML = ""; state.cards = {};
     $("session-title").textContent = "New chat"; $("usage").textContent = "";
+    document.body.classList.remove("sessions-open");
     loadSessions();
   };
-  loadSessions().catch(function (error) { note(error.message); });
+  $("toggle-sessions").onclick = function () { document.body.classList.toggle("sessions-open"); };
+  $("sessions").addEventListener("click", function () { document.body.classList.remove("sessions-open"); });
+
+  const reopen = sessionInAddress();
+  (reopen ? openSession(reopen) : loadSessions()).catch(function (error) {
+    if (reopen) { choose(null); loadSessions().catch(function () {}); }
+    note(error.message);
+  });
 })();
