@@ -31,7 +31,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cwd:
         print(f"unconfined        {measure([], cwd, runs):6.1f} ms")
         for mode in ("read-only", "workspace-write"):
-            policy = SandboxPolicy(mode=mode, home=Path(cwd) / ".talaria")
+            policy = SandboxPolicy.resolve(Path(cwd), mode=mode, home=Path(cwd) / ".talaria")
             prefix = confine(policy, Path(cwd))
             label = mode if prefix else f"{mode} (no sandbox here)"
             print(f"{label:<17} {measure(prefix, cwd, runs):6.1f} ms")

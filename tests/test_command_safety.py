@@ -1,5 +1,5 @@
-"""The dangerous-command policy: a corpus of real commands and bypass attempts, plus the
-file-write policy shared with the file tools."""
+"""The dangerous-command policy: a corpus of real commands and bypass attempts (the file
+tools' write policy is in tests/security/test_write_boundary.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from talaria.policy.command_safety import assess_command
-from talaria.tools.sensitive_paths import assess_file_write
 
 _CORPUS = yaml.safe_load((Path(__file__).parent / "data" / "command_corpus.yaml").read_text())
 
@@ -126,65 +125,6 @@ def test_home_directory_is_protected_by_its_absolute_path(
     assert verdict is not None and verdict.blocked
     below = assess_command(f"rm -rf {tmp_path}/project/build")
     assert below is not None and not below.blocked
-
-
-@pytest.fixture
-def user_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    home = tmp_path / "user"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
-
-
-@pytest.mark.parametrize(
-    ("relative", "pattern"),
-    [
-        (".bashrc", "write to shell startup file"),
-        (".zshrc", "write to shell startup file"),
-        (".profile", "write to shell startup file"),
-        (".config/fish/config.fish", "write to shell startup file"),
-        (".ssh/authorized_keys", "write to ~/.ssh"),
-        (".ssh/config", "write to ~/.ssh"),
-    ],
-)
-def test_file_writes_to_user_startup_and_ssh_files_need_approval(
-    user_home: Path, relative: str, pattern: str
-) -> None:
-    verdict = assess_file_write(user_home / relative, home=user_home / ".talaria")
-    assert verdict is not None and not verdict.blocked
-    assert verdict.pattern == pattern
-
-
-def test_file_writes_to_talaria_settings_and_secrets_need_approval(user_home: Path) -> None:
-    talaria_home = user_home / ".talaria"
-    for name in ("config.yaml", ".env"):
-        verdict = assess_file_write(talaria_home / name, home=talaria_home)
-        assert verdict is not None and verdict.pattern == "write to talaria config"
-    assert assess_file_write(talaria_home / "sessions.db", home=talaria_home) is None
-
-
-def test_file_writes_to_system_paths_need_approval(user_home: Path) -> None:
-    home = user_home / ".talaria"
-    etc = assess_file_write(Path("/etc/hosts"), home=home)
-    usr = assess_file_write(Path("/usr/local/bin/tool"), home=home)
-    assert etc is not None and etc.pattern == "write to /etc"
-    assert usr is not None and usr.pattern == "write to system dir"
-
-
-def test_ordinary_project_files_need_no_approval(user_home: Path) -> None:
-    home = user_home / ".talaria"
-    assert assess_file_write(user_home / "project" / "main.py", home=home) is None
-    assert assess_file_write(user_home / "project" / ".bashrc", home=home) is None
-    assert assess_file_write(Path("/tmp/scratch.txt"), home=home) is None
-
-
-def test_a_symlink_cannot_hide_a_sensitive_target(user_home: Path) -> None:
-    (user_home / ".bashrc").write_text("# rc\n")
-    link = user_home / "project" / "innocent.txt"
-    link.parent.mkdir()
-    link.symlink_to(user_home / ".bashrc")
-    verdict = assess_file_write(link, home=user_home / ".talaria")
-    assert verdict is not None and verdict.pattern == "write to shell startup file"
 
 
 _SHELLISH = st.text(

@@ -10,7 +10,8 @@ import pytest
 
 from talaria.tools.base import ToolContext, ToolError
 from talaria.tools.builtin import builtin_tools, files
-from talaria.tools.builtin.files import patch, read_file, search_files, write_file, write_path_of
+from talaria.tools.builtin.files import patch, read_file, search_files, write_file
+from talaria.tools.write_boundary import write_path_of
 
 
 def _ctx(cwd: Path) -> ToolContext:

@@ -81,7 +81,7 @@ def assemble_runtime(agent: Agent) -> Runtime:
         services=services,
         interactions=agent.interactions,
         clarify=_clarify(agent) if caps.can_clarify else None,
-        sandbox=SandboxPolicy.from_config(config),
+        sandbox=SandboxPolicy.from_config(config, agent.cwd),
     )
     runtime.context_engine = _context_engine(agent, runtime)
     runtime.tool_source = _mcp_servers(agent)

@@ -240,7 +240,7 @@ def sandbox_check(config: Any, cwd: Path) -> Check:
     """Which sandbox commands run in here, or why none."""
     from talaria.tools.sandbox import SandboxPolicy, describe
 
-    policy = SandboxPolicy.from_config(config)
+    policy = SandboxPolicy.from_config(config, cwd)
     confined, detail = describe(policy, cwd)
     if confined:
         return Check("sandbox", OK, detail)

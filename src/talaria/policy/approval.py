@@ -171,17 +171,7 @@ def _assess_read(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment
     return assess_secret_read(resolve_path(path, cwd), home) if isinstance(path, str) else None
 
 
-def _assess_write(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
-    from talaria.tools.builtin.files import write_path_of
-    from talaria.tools.sensitive_paths import assess_file_write
-
-    path = write_path_of("write_file", arguments, cwd)
-    return assess_file_write(path, home) if path is not None else None
-
-
 _ASSESSORS: dict[str, Assessor] = {
-    "write_file": _assess_write,
-    "patch": _assess_write,
     "read_file": _assess_read,
     "search_files": _assess_read,
 }

@@ -38,6 +38,9 @@ class ToolContext:
     """Agent-level state for agent-level tools (store, memory, todos, delegation)."""
     sandbox: Any = None
     """The `SandboxPolicy` commands run under (None: unconfined)."""
+    approved: str = ""
+    """The command text the user (or a grant) approved for this call, empty when none was
+    needed: a file tool writes only what was judged (`talaria.tools.write_boundary`)."""
     idempotency_key: str = ""
     """The same for every attempt at this one call (a durable worker retrying it after a
     crash); a tool with side effects can use it to do them once. Empty in-process."""

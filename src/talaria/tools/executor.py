@@ -39,6 +39,7 @@ from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
+from talaria.tools.write_boundary import WRITERS, assess_write_call
 from talaria.values import mutable
 
 log = logging.getLogger("talaria.tools")
@@ -252,16 +253,20 @@ class ToolExecutor:
                 arguments = validate_arguments(tool.parameters, guard.arguments)
             except ArgumentError as exc:
                 return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
-        boundary = _boundary(ctx.sandbox) if call.name == "terminal" else SANDBOXED
-        assessment = assess_tool_call(
-            call.name, arguments, ctx.cwd, ctx.home, tool.assess, boundary
-        )
+        if call.name in WRITERS:
+            assessment = assess_write_call(call.name, arguments, ctx)
+        else:
+            boundary = _boundary(ctx.sandbox) if call.name == "terminal" else SANDBOXED
+            assessment = assess_tool_call(
+                call.name, arguments, ctx.cwd, ctx.home, tool.assess, boundary
+            )
         if assessment is not None:
             with self.telemetry.approval(call.name, assessment.command) as observed:
                 denial = await self._approve(assessment, call, arguments, guard.approved)
                 observed.decided("approved" if denial is None else "denied")
             if denial is not None:
                 return denial
+            ctx.approved = assessment.command
         return await self._invoke(tool, arguments, ctx)
 
     async def _approve(
@@ -349,7 +354,13 @@ def _boundary(policy: Any) -> Boundary:
 
 def _refused_unattended(assessment: Assessment) -> CallOutcome:
     """Approvals are off and nobody can give the yes this call needs."""
-    if assessment.command.startswith(ESCALATED):
+    if assessment.pattern.startswith("write "):
+        advice = (
+            "Write inside the sandbox's writable roots instead. If it truly must be written "
+            "there, tell the user why; only they can allow it (by answering an approval, or "
+            "by choosing sandbox.mode full-access)."
+        )
+    elif assessment.command.startswith(ESCALATED):
         advice = (
             "Run the command without escalate=true: it then runs inside the sandbox. If it "
             "truly must run outside, tell the user why; only they can allow it (by answering "

@@ -4,8 +4,8 @@ A pattern policy cannot contain code the agent writes and then runs; a sandbox c
 
 - ``workspace-write`` (default): the whole file system read-only, except the working
   directory, the configured ``sandbox.writable_roots`` and a private /tmp; inside those,
-  ``.git/hooks``, ``.git/config`` and the talaria home stay read-only; no network unless
-  ``sandbox.network: true``.
+  the protected set (`talaria.tools.protected_paths`: every ``.git``, the talaria home, files
+  that run code later) stays read-only; no network unless ``sandbox.network: true``.
 - ``read-only``: nothing writable but a private /tmp.
 - ``full-access``: no sandbox.
 
@@ -21,7 +21,8 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,6 @@ from talaria.values import frozen
 log = logging.getLogger("talaria.tools")
 
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
-HOME_GUARDED = ("config.yaml", ".env", "SOUL.md", "plugins", "skills", "memories", "state.db")
-"""What stays read-only in a talaria home that lies inside a writable root (else the whole
-home is bound read-only)."""
-_GIT_GUARDED = (".git/hooks", ".git/config")
-"""Code git runs on its own, and the file that can point it at more such code."""
 
 _WRITE_DENIED = re.compile(r"Read-only file system|Permission denied|Operation not permitted")
 _NETWORK_DOWN = re.compile(
@@ -49,20 +45,36 @@ _notice_given = False
 
 
 @frozen(slots=True)
+class Root:
+    """A writable root as resolved at session start: a real directory, and which one."""
+
+    path: Path
+    device: int
+    inode: int
+
+
+@frozen(slots=True)
 class SandboxPolicy:
-    """What a sandboxed command may touch; built from the `sandbox.*` settings."""
+    """What a sandboxed command (and a file tool, unasked) may touch; built once per session
+    from the `sandbox.*` settings, with the writable roots resolved to real directories then."""
 
     mode: str = "workspace-write"
     network: bool = False
     writable_roots: tuple[str, ...] = ()
+    """As configured (relative to the working directory, ~ allowed)."""
     required: bool = False
     home: Path | None = None
     """The talaria home, kept read-only inside the sandbox."""
+    roots: tuple[Root, ...] = ()
+    """Where writes may go: resolved once, never again per command (see `resolve`)."""
+    found: dict[str, list[Path]] = field(default_factory=dict, compare=False, repr=False)
+    """The protected paths inside the roots, looked for once when the first command runs."""
 
     @classmethod
-    def from_config(cls, config: Any) -> SandboxPolicy:
+    def from_config(cls, config: Any, cwd: Path) -> SandboxPolicy:
         roots = config.get("sandbox.writable_roots", []) or []
-        return cls(
+        return cls.resolve(
+            cwd,
             mode=str(config.get("sandbox.mode", "workspace-write")),
             network=bool(config.get("sandbox.network", False)),
             writable_roots=tuple(str(root) for root in roots),
@@ -70,33 +82,68 @@ class SandboxPolicy:
             home=Path(config.home),
         )
 
+    @classmethod
+    def resolve(
+        cls,
+        cwd: Path,
+        *,
+        mode: str = "workspace-write",
+        network: bool = False,
+        writable_roots: tuple[str, ...] = (),
+        required: bool = False,
+        home: Path | None = None,
+    ) -> SandboxPolicy:
+        """A policy whose roots are `cwd` and `writable_roots` as real directories now: a
+        relative root that a command later replaces with a link (to ~, say) widens nothing."""
+        roots: list[Root] = []
+        if mode == "workspace-write":
+            for raw in (cwd, *(cwd / os.path.expanduser(root) for root in writable_roots)):
+                real = Path(os.path.realpath(raw))
+                try:
+                    info = real.stat()
+                except OSError:
+                    continue
+                if real.is_dir() and all(root.path != real for root in roots):
+                    roots.append(Root(real, info.st_dev, info.st_ino))
+        return cls(mode, network, writable_roots, required, home, tuple(roots))
+
     @property
     def confines(self) -> bool:
         return self.mode != "full-access"
 
-    def writable(self, cwd: Path) -> list[Path]:
+    @property
+    def root_paths(self) -> list[Path]:
         """The directories a command may write (besides its private /tmp)."""
-        if self.mode != "workspace-write":
-            return []
-        roots = [cwd, *(cwd / os.path.expanduser(root) for root in self.writable_roots)]
-        return list(dict.fromkeys(Path(os.path.realpath(root)) for root in roots))
+        return [root.path for root in self.roots]
+
+    def inside(self, real: Path) -> bool:
+        """Is the real path `real` inside a writable root?"""
+        return any(real == root.path or root.path in real.parents for root in self.roots)
+
+    def protected(self) -> list[Path]:
+        """The protected paths inside the roots (`protected_paths`), found on first use."""
+        if "mounts" not in self.found:
+            from talaria.tools.protected_paths import protected_mounts
+
+            self.found["mounts"] = protected_mounts(self.root_paths, self.home)
+        return self.found["mounts"]
 
 
-def _under(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
-def _guarded(policy: SandboxPolicy, writable: list[Path]) -> Iterable[Path]:
-    """Paths inside the writable roots that must stay read-only."""
-    for root in writable:
-        yield from (root / name for name in _GIT_GUARDED)
-    if policy.home is None:
-        return
-    home = Path(os.path.realpath(policy.home))
-    if any(_under(root, home) for root in writable):
-        yield from (home / name for name in HOME_GUARDED)
-    else:
-        yield home
+def check_roots(policy: SandboxPolicy) -> None:
+    """Fail closed when a root is no longer the directory resolved at session start (it was
+    moved and replaced, perhaps by a link): binding it now could make anything writable."""
+    for root in policy.roots:
+        try:
+            info = os.stat(root.path)
+        except OSError:
+            info = None
+        same = info is not None and (info.st_dev, info.st_ino) == (root.device, root.inode)
+        if not same or os.path.realpath(root.path) != str(root.path):
+            raise ToolError(
+                f"the command was not run: the writable root {root.path} is no longer the "
+                "directory it was when the session started (moved, or replaced by a link); "
+                "start a new session to use it"
+            )
 
 
 def bwrap_argv(bwrap: str, policy: SandboxPolicy, cwd: Path) -> list[str]:
@@ -106,14 +153,12 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, cwd: Path) -> list[str]:
         argv.append("--unshare-net")
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    writable = [root for root in policy.writable(cwd) if root.is_dir()]
     if policy.mode == "read-only":
         argv += ["--ro-bind", str(cwd), str(cwd)]  # visible even below the private /tmp
-    for root in writable:
+    for root in policy.root_paths:
         argv += ["--bind", str(root), str(root)]
-    for path in _guarded(policy, writable):
-        if path.exists():
-            argv += ["--ro-bind", str(path), str(path)]
+    for path in policy.protected():
+        argv += ["--ro-bind", str(path), str(path)]
     return [*argv, "--chdir", str(cwd), "--"]
 
 
@@ -129,6 +174,7 @@ def confine(
 
     support = sandbox_support()
     if support.available and support.bwrap:
+        check_roots(policy)
         return bwrap_argv(support.bwrap, policy, cwd)
     if policy.required:
         raise ToolError(
@@ -161,10 +207,10 @@ def failure_hint(policy: SandboxPolicy, cwd: Path, output: str, exit_code: int |
     if exit_code == 0:
         return ""
     if _WRITE_DENIED.search(output):
-        roots = ", ".join(str(root) for root in policy.writable(cwd)) or "nothing"
+        roots = ", ".join(str(root) for root in policy.root_paths) or "nothing"
         what = f"writes only to {roots} and a private /tmp"
         if policy.mode == "workspace-write":
-            what += " (.git/hooks, .git/config and the talaria home read-only)"
+            what += " (every .git, the talaria home and files that run code later stay read-only)"
     elif not policy.network and _NETWORK_DOWN.search(output):
         what = "has no network access (sandbox.network is false)"
     elif "No such process" in output:
@@ -193,7 +239,7 @@ def describe(policy: SandboxPolicy, cwd: Path) -> tuple[bool, str]:
     if not support.available:
         fallback = "commands are refused" if policy.required else "approval policy alone"
         return False, f"{policy.mode} requested, but {support.detail}: {fallback}"
-    roots = ", ".join(str(root) for root in policy.writable(cwd))
+    roots = ", ".join(str(root) for root in policy.root_paths)
     writable = f"writable: {roots}, private /tmp" if roots else "writable: private /tmp only"
     network = "network on" if policy.network else "network off"
     return True, f"{policy.mode} ({support.detail}) · {writable} · {network}"

@@ -1,8 +1,8 @@
 """Which file writes need a human's yes, whichever tool makes them.
 
-The file tools (through the executor's approval seam) and the command analysis (redirections,
-`tee`, `cp` ...) both ask this module, so a write to ~/.bashrc needs the same yes whether the
-model used `write_file` or `echo ... >> ~/.bashrc`.
+The file tools (through `talaria.tools.write_boundary`) and the command analysis
+(redirections, `tee`, `cp` ...) both ask this module, so a write to ~/.bashrc needs the same
+yes whether the model used `write_file` or `echo ... >> ~/.bashrc`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import os
 import re
 from pathlib import Path
 
-from talaria.policy.approval import Assessment
-
 SHELL_STARTUP_FILES = frozenset(
     {
         ".bashrc",
@@ -20,6 +18,7 @@ SHELL_STARTUP_FILES = frozenset(
         ".bash_login",
         ".bash_logout",
         ".profile",
+        ".bash_aliases",
         ".zshrc",
         ".zshenv",
         ".zprofile",
@@ -114,12 +113,3 @@ def talaria_settings(path: Path, home: Path | None) -> tuple[str, str] | None:
                 "write to talaria config",
             )
     return None
-
-
-def assess_file_write(path: Path, home: Path) -> Assessment | None:
-    """The approval verdict for a file tool writing `path`; `home` is the talaria home."""
-    verdict = talaria_settings(path, home) or classify_write(path)
-    if verdict is None:
-        return None
-    reason, pattern = verdict
-    return Assessment(command=f"write {path}", reason=reason, pattern=pattern)

@@ -1,9 +1,11 @@
 """The file tools: read_file, write_file, patch and search_files.
 
 Paths resolve against the task's working directory (absolute paths are allowed). Writes are
-atomic (a temp file in the same directory, then os.replace) and writers to one path take turns
-(a per-path lock), so parallel tool calls never interleave or lose an edit. Whether a write
-needs approval is the executor's business: it asks `write_path_of` and `sensitive_paths`.
+atomic (a temp file in the same directory, then a rename) and writers to one path take turns
+(a per-path lock), so parallel tool calls never interleave or lose an edit. A write goes
+through the same boundary as a command (`talaria.tools.write_boundary`): the executor asks
+before the call, and the tool writes exactly the real path that was judged, opened without
+following links (`talaria.tools.nofollow`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from talaria.tools import nofollow
 from talaria.tools.base import Tool, ToolContext, ToolError
+from talaria.tools.write_boundary import check_write, resolve_path
 
 DEFAULT_LIMIT = 500
 MAX_LINE_CHARS = 2_000
@@ -33,20 +37,6 @@ _SECRET_GLOBS = ("*.env", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
-
-
-def resolve_path(raw: str, cwd: Path) -> Path:
-    """`raw` made absolute against `cwd`, with ~ expanded and .. folded (symlinks kept)."""
-    path = Path(os.path.expanduser(raw))
-    return Path(os.path.normpath(path if path.is_absolute() else cwd / path))
-
-
-def write_path_of(tool_name: str, args: Mapping[str, Any], cwd: Path) -> Path | None:
-    """The file a write_file/patch call would change, for the approval check before it runs."""
-    raw = args.get("path")
-    if tool_name not in ("write_file", "patch") or not isinstance(raw, str) or not raw:
-        return None
-    return resolve_path(raw, cwd)
 
 
 def path_lock(path: Path) -> threading.Lock:
@@ -124,36 +114,24 @@ def number_lines(lines: Iterable[str], name: str, offset: int, limit: int) -> st
     return "\n".join([*shown, footer])
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory and os.replace: readers never see half a
-    file, and an existing file keeps its permissions."""
-    import tempfile  # the first write needs it, not the first request
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+def _write_checked(target: Path, ctx: ToolContext, edit: Callable[[bytes | None], bytes]) -> bool:
+    """Write `edit(current bytes or None)` to the real file `target` names, if this call may
+    write there (`check_write`); True when the file existed. The directory is opened without
+    following links, so what was checked is where the bytes land."""
+    real = Path(os.path.realpath(target))
+    if real == Path("/"):
+        raise ToolError(f"{target} is a directory")
+    check_write(real, ctx)
+    with path_lock(real), nofollow.directory(real.parent, create=True) as parent:
+        data = edit(nofollow.read(parent, real.name, target))
+        return nofollow.replace(parent, real.name, data, target)
 
 
 def write_file(path: str, content: str, ctx: ToolContext) -> str:
     """Create or overwrite a file with `content`."""
     target = resolve_path(path, ctx.cwd)
-    if target.is_dir():
-        raise ToolError(f"{target} is a directory")
     data = content.encode("utf-8")
-    with path_lock(target):
-        existed = target.exists()
-        _atomic_write(target, data)
+    existed = _write_checked(target, ctx, lambda _: data)
     return write_report(target, content, existed)
 
 
@@ -162,12 +140,6 @@ def write_report(target: Path, content: str, existed: bool) -> str:
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     verb = "Overwrote" if existed else "Created"
     return f"{verb} {target}: {data_size} bytes, {lines} lines."
-
-
-def _read_text(path: Path) -> str:
-    data = path.read_bytes()
-    _refuse_binary(path, data)
-    return data.decode("utf-8", errors="surrogateescape")
 
 
 def _closest(text: str, old: str) -> str:
@@ -207,10 +179,19 @@ def patch(
     """Replace `old_string` with `new_string` (exactly once unless replace_all)."""
     check_patch_strings(old_string, new_string)
     target = _existing_file(path, ctx.cwd)
-    with path_lock(target):
-        text = _read_text(target)
+    text = updated = ""
+    count = 0
+
+    def edit(data: bytes | None) -> bytes:
+        nonlocal text, updated, count
+        if data is None:
+            raise _missing(target)
+        _refuse_binary(target, data)
+        text = data.decode("utf-8", errors="surrogateescape")
         updated, count = replace_text(text, old_string, new_string, replace_all, target)
-        _atomic_write(target, updated.encode("utf-8", errors="surrogateescape"))
+        return updated.encode("utf-8", errors="surrogateescape")
+
+    _write_checked(target, ctx, edit)
     return patch_report(target, count, text, updated, ctx.cwd)
 
 
