@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from talaria.providers.base import Message, ModelRequest, ModelResponse
+from talaria.core import Message, ModelRequest, ModelResponse
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.wire.anthropic_adapter import build_body, convert_messages, replay_source
 from talaria.providers.wire.anthropic_messages import AnthropicMessagesClient
@@ -455,7 +455,7 @@ def test_one_client_serves_successive_event_loops() -> None:
 
 def test_importing_the_client_does_not_import_the_sdk() -> None:
     code = (
-        "import sys, talaria.providers.wire.anthropic_messages, talaria.context.cache_markers;"
+        "import sys, talaria.providers.wire.anthropic_messages, talaria.providers.cache_markers;"
         "sys.exit('anthropic' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

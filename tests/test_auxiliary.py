@@ -12,10 +12,10 @@ import pytest
 from talaria.config import Config
 from talaria.events import Event, Notice
 from talaria.interrupt import Interrupted, InterruptSignal
+from talaria.loop.auxiliary import side_call
 from talaria.loop.runtime import Runtime
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
-from talaria.providers.auxiliary import side_call
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.factory import resolve_spec
 from talaria.providers.resilience.caller import ModelCaller

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from talaria.context.cache_markers import (
+from talaria.providers.cache_markers import (
     apply_cache_markers,
     apply_openai_format_cache_markers,
     cache_control,

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from conftest import RecordingStream
-from talaria.providers.base import ModelRequest, NullStream
+from talaria.core import ModelRequest
+from talaria.providers.base import NullStream
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.wire.chat_completions import ChatCompletionsClient
 from talaria.testing.script import Drop, Fail, Malformed, Reply, ScriptedCall, Stall

@@ -15,6 +15,7 @@ from talaria.agent_tools.todo import TASK_LIST_TOOL, TodoList
 from talaria.config import Config
 from talaria.context.compressor import Compressor
 from talaria.context.summary import SUMMARY_HEADER, find_summary
+from talaria.core import Usage
 from talaria.events import Event, Notice, StatusChanged
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.runtime import Runtime
@@ -22,7 +23,6 @@ from talaria.loop.session import SessionHandle
 from talaria.messages.validate import history_problems
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
-from talaria.providers.base import Usage
 from talaria.providers.factory import resolve_spec
 from talaria.providers.resilience.caller import ModelCaller
 from talaria.providers.resilience.chain import ChainEntry, ModelChain

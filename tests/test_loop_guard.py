@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from talaria import Agent, tool
+from talaria.core import ToolCall
 from talaria.loop.guard import LoopGuard, cycle_period, signature
-from talaria.providers.base import ToolCall
 from talaria.testing.script import Reply, ScriptedCall, StepSource, call, text
 from talaria.testing.scripted_model import ScriptedModel
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from helpers import run_python
+from talaria.core import Usage
 from talaria.providers import price_cache
-from talaria.providers.base import Usage
 from talaria.providers.pricing import estimate_cost
 
 PRICE = """
 import json, sys
-from talaria.providers.base import Usage
+from talaria.core import Usage
 from talaria.providers.pricing import estimate_cost
 
 usage = Usage(input_tokens=120_000, cache_read_tokens=30_000, output_tokens=4_000)

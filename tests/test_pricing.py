@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from talaria.providers.base import Usage
+from talaria.core import Usage
 from talaria.providers.pricing import estimate_cost
 from talaria.providers.profiles.context_windows import context_window, fetch_endpoint_context_length
 from talaria.testing.server import ScriptedProvider

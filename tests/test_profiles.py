@@ -14,7 +14,8 @@ import yaml
 from helpers import scripted_agent, tool_results
 from talaria import Agent
 from talaria.config import ConfigError
-from talaria.providers.base import ModelRequest, NullStream, Usage
+from talaria.core import ModelRequest, Usage
+from talaria.providers.base import NullStream
 from talaria.providers.errors import ProviderError
 from talaria.providers.pricing import estimate_cost
 from talaria.providers.profiles import ModelProfile, profile_for

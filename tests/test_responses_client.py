@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from talaria.providers.base import Message, ModelRequest, ModelResponse, NullStream
+from talaria.core import Message, ModelRequest, ModelResponse
+from talaria.providers.base import NullStream
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.wire.responses import ResponsesClient
 from talaria.testing.script import Drop, Fail, Malformed, Reply, ScriptedCall

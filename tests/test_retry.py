@@ -12,6 +12,7 @@ import pytest
 
 from conftest import RecordingStream
 from helpers import MODES, scripted_agent
+from talaria.core import ModelRequest, ModelResponse, StreamHandler, ToolCall
 from talaria.events import Event, Notice
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.repair_response import (
@@ -21,7 +22,6 @@ from talaria.loop.repair_response import (
     inspect_response,
     obtain_response,
 )
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.resilience.caller import CallerSettings, CallResult, ModelCaller
 from talaria.providers.resilience.chain import ChainEntry, ModelChain

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from conftest import RecordingStream
-from talaria.providers.base import ModelRequest, NullStream
+from talaria.core import ModelRequest
+from talaria.providers.base import NullStream
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.testing import server as server_module
 from talaria.testing.script import Drop, Fail, Malformed, Reply, ScriptedCall, Stall, text

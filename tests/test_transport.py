@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from helpers import MODES
-from talaria.providers.base import ModelRequest
+from talaria.core import ModelRequest
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.transport.sse import Event, events, json_events
 from talaria.providers.wire.anthropic_messages import AnthropicMessagesClient
@@ -436,7 +436,7 @@ def test_https_speaks_http2_when_the_server_offers_it(
     url, cert, chosen = h2_server
     code = f"""
 import asyncio
-from talaria.providers.base import ModelRequest
+from talaria.core import ModelRequest
 from talaria.providers.wire.chat_completions import ChatCompletionsClient
 class Null:
     def text(self, d): pass

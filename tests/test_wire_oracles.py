@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from talaria.providers.base import Message, ModelRequest, ModelResponse
+from talaria.core import Message, ModelRequest, ModelResponse
 from talaria.providers.factory import ProviderSpec, build_client
 from talaria.testing import Reply, ScriptedProvider
 from talaria.testing.script import ScriptedCall

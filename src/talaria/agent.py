@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from talaria.callbacks import CallbackSink, answer_with_callbacks
 from talaria.collector import paused_the_first_time
 from talaria.config import Config, add_to_config_list
+from talaria.core import Content, Message
 from talaria.events import Event
 from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
@@ -124,9 +125,9 @@ class Agent:
 
     def run_conversation(
         self,
-        user_message: str,
+        user_message: str | Sequence[Mapping[str, Any]],
         system_message: str | None = None,
-        conversation_history: list[dict[str, Any]] | None = None,
+        conversation_history: Sequence[Mapping[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
         result: dict[str, Any] = self._run_sync(
@@ -136,9 +137,9 @@ class Agent:
 
     async def arun_conversation(
         self,
-        user_message: str | list[dict[str, Any]],
+        user_message: str | Sequence[Mapping[str, Any]],
         system_message: str | None = None,
-        conversation_history: list[dict[str, Any]] | None = None,
+        conversation_history: Sequence[Mapping[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
         with paused_the_first_time("turn imports"):
@@ -147,7 +148,7 @@ class Agent:
             from talaria.store.base import SessionBusy
             from talaria.tools.process_tracking import kill_owned
 
-        _check_user_message(user_message)
+        content = _checked_content(user_message)
         if not self._turn_lock.acquire(blocking=False):
             raise RuntimeError("this agent is already running a turn; interrupt() it first")
         try:
@@ -162,7 +163,7 @@ class Agent:
                 return busy_result(busy, session, task)
             try:
                 runtime.services.session_id = session.id
-                state = await run_turn(runtime, session, user_message, task)
+                state = await run_turn(runtime, session, content, task)
             finally:
                 kill_owned(session.id, background=False)  # nothing of the turn outlives it
                 await _release_quietly(session)
@@ -281,7 +282,7 @@ class Agent:
         return run_sync(coro)
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[Message]:
         return list(self._session.history) if self._session else []
 
     @property
@@ -365,7 +366,7 @@ class Agent:
         self,
         runtime: Runtime,
         system_message: str | None,
-        conversation_history: list[dict[str, Any]] | None,
+        conversation_history: Sequence[Mapping[str, Any]] | None,
     ) -> SessionHandle:
         from talaria.assembly import open_session
 
@@ -381,7 +382,7 @@ class Agent:
     def _record_turn(self, session: SessionHandle, state: Any) -> None:
         """Add the turn's usage to the session's totals (a failed save is logged, not raised:
         the turn's messages are already stored)."""
-        from talaria.providers.base import Usage
+        from talaria.core import Usage
         from talaria.store.base import StoreError, UsageRecord
 
         try:
@@ -438,10 +439,10 @@ def _as_tool(obj: Any) -> Tool:
     return as_tool(obj)
 
 
-def _check_user_message(message: object) -> None:
+def _checked_content(message: object) -> Content:
     """A string, or OpenAI-style content parts (text and image_url) for a multimodal turn."""
     if isinstance(message, str):
-        return
+        return message
     if not isinstance(message, list):
         raise TypeError("user_message must be a string or a list of content parts")
     from talaria.messages.validate import content_problem
@@ -449,6 +450,7 @@ def _check_user_message(message: object) -> None:
     problem = content_problem(message, may_be_empty=False)
     if problem:
         raise ValueError(f"user_message: {problem}")
+    return cast(Content, message)
 
 
 def _loop_running() -> bool:

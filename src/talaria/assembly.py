@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from talaria.agent_tools.catalog import Capabilities, select_tools
 from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
 from talaria.loop.runtime import Runtime
@@ -20,7 +21,6 @@ from talaria.providers.factory import resolve_spec
 from talaria.providers.resilience.caller import CallerSettings, ModelCaller
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.providers.resilience.credentials import CredentialSource
-from talaria.tools.catalog import Capabilities, select_tools
 from talaria.tools.executor import ExecutorSettings, ToolExecutor
 from talaria.tools.sandbox import SandboxPolicy
 

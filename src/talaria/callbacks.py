@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from talaria import events as ev
+from talaria.core import Approver
 from talaria.interaction import Interactions
 from talaria.offload import start_daemon
 
@@ -85,7 +86,7 @@ def answer_with_callbacks(
     """`approval_callback(request)` and `clarify_callback(question, choices)` as responders:
     each request is handed to its callback on a thread of its own (a user may take minutes)
     and the callback's return value becomes the answer. A callback that raises denies."""
-    approve = callbacks.get("approval_callback")
+    approve: Approver | None = callbacks.get("approval_callback")
     clarify = callbacks.get("clarify_callback")
     kinds = [kind for kind, fn in (("approval", approve), ("clarify", clarify)) if fn]
     if not kinds:

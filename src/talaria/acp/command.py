@@ -58,10 +58,10 @@ def _take_stdout() -> BinaryIO:
 
 def _settings(args: argparse.Namespace) -> Any:
     from talaria.acp.session import SessionSettings
+    from talaria.agent_tools.catalog import Capabilities, default_toolsets
     from talaria.cli.options import agent_kwargs
     from talaria.config import Config
     from talaria.store.factory import configured_store
-    from talaria.tools.catalog import Capabilities, default_toolsets
 
     kwargs = agent_kwargs(args)
     config = Config.load(kwargs["home"], overrides=kwargs["config"])

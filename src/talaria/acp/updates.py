@@ -9,7 +9,7 @@ the `todo` list also becomes a `plan`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -187,7 +187,7 @@ def _disk_edit(
 # ---- a stored conversation, replayed for session/load ----------------------------------------
 
 
-def history_updates(messages: Iterable[dict[str, Any]], cwd: Path) -> list[Update]:
+def history_updates(messages: Iterable[Mapping[str, Any]], cwd: Path) -> list[Update]:
     """The stored conversation as the editor would have seen it live."""
     updates: list[Update] = []
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -202,7 +202,7 @@ def history_updates(messages: Iterable[dict[str, Any]], cwd: Path) -> list[Updat
     return updates
 
 
-def _blocks(message: dict[str, Any]) -> list[Any]:
+def _blocks(message: Mapping[str, Any]) -> list[Any]:
     content = message.get("content")
     if isinstance(content, str):
         return [helpers.text_block(content)] if content else []
@@ -225,7 +225,7 @@ def _image_block(part: dict[str, Any]) -> list[Any]:
 
 
 def _assistant_updates(
-    message: dict[str, Any], cwd: Path, calls: dict[str, tuple[str, dict[str, Any]]]
+    message: Mapping[str, Any], cwd: Path, calls: dict[str, tuple[str, dict[str, Any]]]
 ) -> list[Update]:
     updates: list[Update] = []
     if isinstance(message.get("reasoning"), str) and message["reasoning"]:
@@ -243,7 +243,7 @@ def _assistant_updates(
 
 
 def _result_updates(
-    message: dict[str, Any], calls: dict[str, tuple[str, dict[str, Any]]], cwd: Path
+    message: Mapping[str, Any], calls: dict[str, tuple[str, dict[str, Any]]], cwd: Path
 ) -> list[Update]:
     call_id = str(message.get("tool_call_id"))
     name, arguments = calls.pop(call_id, ("", {}))

@@ -12,11 +12,11 @@ import concurrent.futures
 import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from talaria.config import Config
-from talaria.providers.base import Usage
+from talaria.core import Usage
 from talaria.tools.base import Tool, ToolContext, ToolError
 
 
@@ -29,7 +29,7 @@ class Child(Protocol):
         self,
         user_message: str,
         system_message: str | None = None,
-        conversation_history: list[dict[str, Any]] | None = None,
+        conversation_history: Sequence[Mapping[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]: ...
 

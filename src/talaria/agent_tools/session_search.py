@@ -8,6 +8,7 @@ search never floods the context window.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from talaria.store.base import SearchHit, SearchQueryError, SessionInfo, content_text
@@ -41,7 +42,7 @@ def _trim(text: str, limit: int = CONTEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _brief(message: dict[str, Any]) -> dict[str, str]:
+def _brief(message: Mapping[str, Any]) -> dict[str, str]:
     """A message reduced to role + a trimmed line of text (tool calls shown as calls)."""
     parts = [content_text(message.get("content"))]
     for call in message.get("tool_calls") or []:

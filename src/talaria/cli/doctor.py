@@ -169,10 +169,10 @@ def prompt_check(config: Any, window: int | None) -> Check:
 
 def _prompt_size(config: Any, lean: bool) -> tuple[int, int]:
     """Estimated tokens of the system prompt plus tool schemas, and the number of tools."""
+    from talaria.agent_tools.catalog import Capabilities, select_tools
     from talaria.context.tokens import estimate_text_tokens, estimate_tokens
     from talaria.prompt.builder import PromptInputs, build_system_prompt
     from talaria.prompt.profile import LEAN_TOOLS, lean_schema
-    from talaria.tools.catalog import Capabilities, select_tools
 
     caps = Capabilities(True, bool(config.get("memory.enabled", True)), True)
     tools = [t for t in select_tools(None, caps) if not lean or t.name in LEAN_TOOLS]

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from talaria.cli.model_choice import ModelChoice
     from talaria.cli.render import Renderer
     from talaria.cli.session_setup import ResumePlan
+    from talaria.core import Message
     from talaria.tools.base import Tool
 
 log = logging.getLogger("talaria.cli")
@@ -457,7 +458,7 @@ class Chat:
     def busy(self) -> bool:
         return self._busy.is_set() or self._waiting > 0
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> list[Message]:
         """The session's messages, also before the first turn of a resumed session."""
         if self.agent.messages:
             return self.agent.messages

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,7 +75,7 @@ def _fenced(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
-def export_markdown(info: SessionInfo, messages: list[dict[str, Any]]) -> str:
+def export_markdown(info: SessionInfo, messages: Sequence[Mapping[str, Any]]) -> str:
     """A readable transcript: one section per message, tool calls and results fenced."""
     from talaria.store.base import content_text
 
@@ -115,7 +115,7 @@ def _pretty_json(raw: Any) -> str:
         return str(raw)
 
 
-def export_jsonl(messages: list[dict[str, Any]]) -> str:
+def export_jsonl(messages: Sequence[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(message, ensure_ascii=False) + "\n" for message in messages)
 
 

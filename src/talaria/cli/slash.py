@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prompt_toolkit.application import get_app
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from talaria.agent import Agent
     from talaria.cli.model_choice import ModelChoice
     from talaria.cli.render import Renderer
+    from talaria.core import Message
     from talaria.store.base import SessionInfo
     from talaria.tools.base import Tool
 
@@ -42,7 +43,7 @@ class CommandHost(Protocol):
     @property
     def busy(self) -> bool: ...
 
-    def history(self) -> list[dict[str, Any]]: ...
+    def history(self) -> list[Message]: ...
 
     def rewind(self, keep: int) -> None:
         """Keep only the first `keep` messages of the session, in memory and in the store."""
@@ -124,7 +125,7 @@ def parse_command(line: str) -> tuple[str, str] | None:
     return match.group(1), (match.group(2) or "").strip()
 
 
-def split_last_exchange(messages: list[dict[str, Any]]) -> tuple[int, str] | None:
+def split_last_exchange(messages: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
     """How many messages come before the last user message, and that message's text (None:
     no turn yet)."""
     from talaria.store.base import content_text

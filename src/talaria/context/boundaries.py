@@ -18,17 +18,17 @@ is then a user message, so the first kept message must be an assistant one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal
 
-Message = dict[str, Any]
+from talaria.core import Message
 
 MIN_WINDOW = 2
 """Summarising fewer messages than this cannot shrink anything."""
 
-_OPPOSITE = {"user": "assistant", "assistant": "user"}
+_OPPOSITE: dict[str, Literal["user", "assistant"]] = {"user": "assistant", "assistant": "user"}
 
 
-def summary_role(history: Sequence[Message], end: int) -> str:
+def summary_role(history: Sequence[Message], end: int) -> Literal["user", "assistant"]:
     """The role a summary replacing ``history[start:end]`` takes: whatever alternates with the
     first kept message after it."""
     return _OPPOSITE.get(_role(history, end), "user")

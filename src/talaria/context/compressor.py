@@ -32,10 +32,10 @@ from talaria.tools.builtin.processes import move_session_processes
 
 if TYPE_CHECKING:
     from talaria.config import Config
+    from talaria.core import Message, ModelResponse, Usage
+    from talaria.core.telemetry import Scope
     from talaria.loop.runtime import Runtime
-    from talaria.loop.session import Message, SessionHandle
-    from talaria.providers.base import ModelResponse, Usage
-    from talaria.telemetry.base import Scope
+    from talaria.loop.session import SessionHandle
 
 log = logging.getLogger("talaria.compression")
 
@@ -294,7 +294,7 @@ class Compressor(ContextEngine):
     async def _summary_call(self, rt: Runtime, request: list[Message]) -> ModelResponse:
         """The summary request on the `compression` auxiliary model (a durable turn asks a
         worker instead)."""
-        from talaria.providers.auxiliary import side_call
+        from talaria.loop.auxiliary import side_call
 
         return await side_call(rt, "compression", request)
 

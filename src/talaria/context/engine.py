@@ -14,9 +14,9 @@ from talaria.config_schema import ConfigError
 
 if TYPE_CHECKING:
     from talaria.config import Config
+    from talaria.core import Usage
     from talaria.loop.runtime import Runtime
     from talaria.loop.session import SessionHandle
-    from talaria.providers.base import Usage
 
 ENGINES = {"default": "talaria.context.compressor:Compressor"}
 

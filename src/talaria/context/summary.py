@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal, cast
 
+from talaria.core import Message, ToolMessage, tool_calls_of
 from talaria.store.base import content_text
-
-Message = dict[str, Any]
 
 SUMMARY_HEADER = "[Context summary — reference only, not instructions]"
 _PREAMBLE = (
@@ -73,12 +72,14 @@ def summary_text(message: Message) -> str:
     return match.group(1).strip() if match else ""
 
 
-def summary_message(text: str, role: str, todos: str = "") -> Message:
+def summary_message(text: str, role: Literal["user", "assistant"], todos: str = "") -> Message:
     """The fenced message that replaces the compressed messages."""
     parts = [SUMMARY_HEADER, _PREAMBLE, f"<summary>\n{text.strip()}\n</summary>"]
     if todos.strip():
         parts.append(f"Your task list (kept up to date by the todo tool):\n{todos.strip()}")
-    return {"role": role, "content": "\n".join(parts)}
+    if role == "user":
+        return {"role": "user", "content": "\n".join(parts)}
+    return {"role": "assistant", "content": "\n".join(parts)}
 
 
 def clean_summary(text: str | None) -> str:
@@ -143,7 +144,7 @@ def _render(message: Message) -> str:
     text = content_text(message.get("content"))
     if text.strip():
         lines.append(clip(text, MESSAGE_CHARS))
-    for call in message.get("tool_calls") or ():
+    for call in tool_calls_of(message):
         function = call.get("function") or {}
         arguments = clip(str(function.get("arguments") or ""), TOOL_OUTPUT_CHARS // 2)
         lines.append(f"-> called {function.get('name')} {arguments} (id {call.get('id')})")
@@ -177,7 +178,8 @@ def trim_tool_outputs(
             and isinstance(content, str)
             and len(content) >= TRIM_MIN_CHARS
         ):
-            message = {**message, "content": f"[output trimmed: {len(content)} chars]"}
+            stub = f"[output trimmed: {len(content)} chars]"
+            message = {**cast(ToolMessage, message), "content": stub}
             trimmed += 1
         result.append(message)
     return result, trimmed

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import activity
 
+from talaria.core import ToolCall, Usage
 from talaria.durable.compression import COMPRESSION_SETTINGS
 from talaria.durable.credentials import refresh_key
 from talaria.durable.heartbeat import DeltaForwarder, heartbeating
@@ -41,6 +42,8 @@ from talaria.durable.protocol import (
     Unsaved,
     error_to_dict,
     event_to_dict,
+    loop_messages,
+    payload_messages,
     request_from_dict,
     request_id,
     response_to_dict,
@@ -49,7 +52,6 @@ from talaria.durable.turn_span import record_turn_span
 from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
 from talaria.policy.approval import ApprovalState
-from talaria.providers.base import ToolCall, Usage
 from talaria.providers.errors import ProviderError
 from talaria.providers.resilience.caller import Watchdog
 from talaria.store.base import SessionBusy, UsageRecord
@@ -108,7 +110,7 @@ class WorkerAgents:
     @property
     def traced(self) -> bool:
         """Whether this worker records telemetry (`telemetry.enabled`, `TALARIA_OTEL=1`)."""
-        from talaria.telemetry.base import NO_TELEMETRY
+        from talaria.core.telemetry import NO_TELEMETRY
 
         return self.get({})[1].telemetry is not NO_TELEMETRY
 
@@ -155,7 +157,7 @@ class TurnActivities:
         return TurnSetup(
             session_id=session.id,
             system_prompt=session.system_prompt,
-            history=session.history,
+            history=payload_messages(session.history),
             chain=[
                 {
                     "model": e.model,
@@ -292,12 +294,14 @@ class TurnActivities:
         """Compression's summary on the worker's `compression` model (then its fallbacks,
         then the main model); a failure comes back as data, so the turn falls back to
         trimming as a normal turn does."""
-        from talaria.providers.auxiliary import side_answer
+        from talaria.loop.auxiliary import side_answer
 
         _, runtime = self.agents.get(summary.agent)
         async with heartbeating():
             try:
-                client, response = await side_answer(runtime, "compression", summary.messages)
+                client, response = await side_answer(
+                    runtime, "compression", loop_messages(summary.messages)
+                )
             except ProviderError as error:
                 return {"error": error_to_dict(error)}
         return {

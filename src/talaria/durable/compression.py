@@ -20,15 +20,16 @@ from talaria.durable.protocol import (
     ContinueInput,
     SummaryInput,
     error_from_dict,
+    payload_messages,
     response_from_dict,
 )
 
 if TYPE_CHECKING:
     from talaria.config import Config
+    from talaria.core import Message, ModelResponse
     from talaria.durable.seams import TurnScope
     from talaria.loop.runtime import Runtime
-    from talaria.loop.session import Message, SessionHandle
-    from talaria.providers.base import ModelResponse
+    from talaria.loop.session import SessionHandle
 
 COMPRESSION_SETTINGS = (
     "compression.enabled", "compression.threshold", "compression.protect_last_n",
@@ -47,7 +48,7 @@ class DurableCompressor(Compressor):
         outcome = await rt.interrupt.race(
             workflow.execute_activity(
                 "summarise",
-                SummaryInput(scope.session.id, request, scope.agent),
+                SummaryInput(scope.session.id, payload_messages(request), scope.agent),
                 result_type=dict,
                 **scope.timeouts.options(scope.timeouts.model_call),
             )
@@ -65,7 +66,7 @@ class DurableCompressor(Compressor):
         child_id = f"{workflow.now():%Y%m%d_%H%M%S}_{workflow.uuid4().hex[:6]}"
         active = rt.caller.chain.active
         hand_over = ContinueInput(
-            session.id, child_id, history, session.system_prompt,
+            session.id, child_id, payload_messages(history), session.system_prompt,
             active.model, active.provider, active.api_mode,
             unsaved=scope.session.take(), writer=scope.writer,
         )  # fmt: skip

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
-from typing import Any
+from typing import Any, cast
 
-from talaria.providers.base import ModelRequest, ModelResponse, ToolCall, Usage
+from talaria.core import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.values import mutable
 
@@ -152,6 +152,17 @@ def request_id(kind: str, call_id: str) -> str:
 
 
 # -- JSON forms of the loop's types ---------------------------------------------------------
+
+
+def payload_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Messages as the payloads declare them (plain JSON objects: the converter then passes
+    them through as they are); the same list, not a copy."""
+    return cast(list[dict[str, Any]], messages)
+
+
+def loop_messages(messages: list[dict[str, Any]]) -> list[Message]:
+    """Messages from a payload, as the loop types them; the same list, not a copy."""
+    return cast(list[Message], messages)
 
 
 def request_to_dict(request: ModelRequest) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy as ActivityRetry
 
+from talaria.core import Message, ModelRequest, ModelResponse, StreamHandler, ToolCall
 from talaria.durable.protocol import (
     ModelCallInput,
     ToolCallInput,
@@ -24,6 +25,7 @@ from talaria.durable.protocol import (
     Unsaved,
     error_from_dict,
     event_to_dict,
+    payload_messages,
     request_to_dict,
     response_from_dict,
 )
@@ -33,7 +35,6 @@ from talaria.interrupt import InterruptSignal, RaceEntry
 from talaria.loop.session import SessionHandle
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall
 from talaria.tools.base import Tool, ToolContext
 from talaria.tools.executor import CallOutcome, ToolExecutor
 from talaria.values import mutable
@@ -91,7 +92,7 @@ class QueuedSession(SessionHandle):
     and the next activity that writes (the next model call, or the end of the turn) saves
     them first: the workflow itself does no I/O."""
 
-    queued: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    queued: list[tuple[int, Message]] = field(default_factory=list)
 
     async def flush(self) -> None:
         if self.unsaved == 0:
@@ -105,7 +106,7 @@ class QueuedSession(SessionHandle):
         if not self.queued:
             return None
         items, self.queued = self.queued, []
-        return Unsaved(items[0][0], [message for _, message in items])
+        return Unsaved(items[0][0], payload_messages([message for _, message in items]))
 
 
 @mutable

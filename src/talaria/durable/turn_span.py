@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from talaria.providers.base import Usage
+from talaria.core import Usage
 
 
 def turn_record(

@@ -27,8 +27,15 @@ from talaria.values import mutable
 with workflow.unsafe.imports_passed_through():
     import talaria.providers.pricing  # noqa: F401  (the loop imports it lazily)
     from talaria.config import Config
+    from talaria.core import Usage
     from talaria.durable.compression import durable_engine
-    from talaria.durable.protocol import WORKFLOW_NAME, FinishInput, TurnInput, TurnSetup
+    from talaria.durable.protocol import (
+        WORKFLOW_NAME,
+        FinishInput,
+        TurnInput,
+        TurnSetup,
+        loop_messages,
+    )
     from talaria.durable.seams import (
         INFRA_RETRY,
         ActivityModelClient,
@@ -46,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
     from talaria.loop.spending import ACTIVE_METER, Budgets, SpendMeter
     from talaria.loop.turn import busy_result, result_dict, run_turn
     from talaria.plugins.hooks import HookBus
-    from talaria.providers.base import Usage
     from talaria.providers.resilience.caller import CallerSettings, ModelCaller
     from talaria.providers.resilience.chain import ChainEntry, ModelChain
     from talaria.providers.resilience.retry import RetryPolicy
@@ -86,7 +92,11 @@ class TurnWorkflow:
         )
         self.requests.timeout = timeouts.request
         session = QueuedSession(
-            setup.session_id, None, setup.system_prompt, setup.history, len(setup.history)
+            setup.session_id,
+            None,
+            setup.system_prompt,
+            loop_messages(setup.history),
+            len(setup.history),
         )
         if setup.busy:
             return busy_result(StoreError(setup.busy), session, setup.task_id)
@@ -113,7 +123,7 @@ class TurnWorkflow:
         finally:
             ACTIVE_METER.reset(metering)
         finish = FinishInput(
-            session.id, state.usage.to_dict(), state.model, state.provider, state.api_mode,
+            session.id, dict(state.usage.to_dict()), state.model, state.provider, state.api_mode,
             unsaved=session.take(), writer=setup.writer,
             records=[
                 {"model": model, "provider": provider, "calls": calls, "usage": usage.to_dict()}

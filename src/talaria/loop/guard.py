@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import field
 
 from talaria import fastjson
-from talaria.providers.base import ToolCall
+from talaria.core import ToolCall
 from talaria.values import mutable
 
 MAX_PERIOD = 3

@@ -8,11 +8,11 @@ touched.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from talaria.core import Message, ModelRequest
 from talaria.messages.incremental import IncrementalRepair
 from talaria.messages.media import with_tool_images
-from talaria.providers.base import Message, ModelRequest
 
 
 def build_messages(
@@ -31,7 +31,7 @@ def build_messages(
 
 
 def _with_note(message: Message, note: str) -> Message:
-    updated = dict(message)
+    updated: dict[str, Any] = dict(message)
     content: Any = updated.get("content")
     if isinstance(content, list):
         updated["content"] = [*content, {"type": "text", "text": note}]
@@ -41,7 +41,7 @@ def _with_note(message: Message, note: str) -> Message:
         return message
     else:
         updated["content"] = note
-    return updated
+    return cast(Message, updated)
 
 
 def build_request(

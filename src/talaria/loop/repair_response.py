@@ -17,9 +17,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 
+from talaria.core import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    StreamHandler,
+    ToolCall,
+    Usage,
+)
 from talaria.events import Notice
 from talaria.interrupt import InterruptSignal
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import profile_of
 from talaria.providers.resilience.caller import CallResult, ModelCaller
@@ -206,7 +213,7 @@ class _Repair:
             )
             return False
         base = self.build([])
-        so_far = {"role": "assistant", "content": "".join(self.parts)}
+        so_far: AssistantMessage = {"role": "assistant", "content": "".join(self.parts)}
         self.request = replace(
             base, messages=[*base.messages, so_far, {"role": "user", "content": CONTINUE_NOTE}]
         )

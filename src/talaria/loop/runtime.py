@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from talaria.config import Config
+from talaria.core import Usage
+from talaria.core.telemetry import NO_TELEMETRY, Telemetry
 from talaria.events import EventSink, Notice
 from talaria.interaction import Interactions
 from talaria.interrupt import InterruptSignal
 from talaria.loop.spending import Budgets, charge_active
 from talaria.plugins.hooks import HookBus
-from talaria.providers.base import Usage, UsageLedger
+from talaria.providers.base import UsageLedger
 from talaria.providers.resilience.caller import ModelCaller
-from talaria.telemetry.base import NO_TELEMETRY, Telemetry, telemetry_for
+from talaria.telemetry.base import telemetry_for
 from talaria.tools.base import Tool
 from talaria.tools.executor import ToolExecutor
 from talaria.values import mutable

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from talaria.core import Message
 from talaria.messages.incremental import IncrementalRepair
 from talaria.messages.text import clean_value
 from talaria.offload import run_blocking
@@ -24,8 +26,6 @@ from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.store.base import SessionStore
-
-Message = dict[str, Any]
 
 
 def new_session_id() -> str:
@@ -93,7 +93,7 @@ class SessionHandle:
         if self.store is not None and owner is not None:
             await run_blocking(self.store.release_writer, self.id, owner)
 
-    async def use_history(self, history: list[Message]) -> None:
+    async def use_history(self, history: Sequence[Mapping[str, Any]]) -> None:
         """Adopt a caller-supplied history. A session with nothing stored yet saves it, so that
         resuming later shows the whole conversation; otherwise only new messages are saved."""
         self.history = [clean_value(message) for message in history]

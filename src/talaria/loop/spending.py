@@ -20,7 +20,7 @@ from dataclasses import field
 from typing import Any
 
 from talaria.context.tokens import ContextTracker
-from talaria.providers.base import Usage
+from talaria.core import Usage
 from talaria.values import frozen, mutable
 
 DEFAULT_OUTPUT_RESERVE = 512

@@ -13,6 +13,19 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
+from talaria.core import (
+    Content,
+    Message,
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    exit_reason,
+    failed,
+    halted,
+)
 from talaria.events import (
     Notice,
     StatusChanged,
@@ -32,15 +45,7 @@ from talaria.loop.spending import ACTIVE_METER, BUDGET_SUMMARY_REQUEST, SpendMet
 from talaria.loop.stream import EventStream
 from talaria.messages.media import media_dir
 from talaria.offload import run_blocking
-from talaria.providers.base import (
-    Message,
-    ModelClient,
-    ModelRequest,
-    ModelResponse,
-    ToolCall,
-    Usage,
-    UsageLedger,
-)
+from talaria.providers.base import UsageLedger
 from talaria.providers.errors import ProviderError
 from talaria.providers.profiles import profile_of
 from talaria.providers.resilience.caller import CallResult
@@ -79,7 +84,7 @@ class TurnState:
 
 
 async def run_turn(
-    rt: Runtime, session: SessionHandle, user_message: str | list[Message], task_id: str
+    rt: Runtime, session: SessionHandle, user_message: Content, task_id: str
 ) -> TurnState:
     active = rt.caller.chain.active
     with rt.telemetry.turn(
@@ -103,7 +108,7 @@ async def run_turn(
 
 
 async def _run_turn(
-    rt: Runtime, session: SessionHandle, user_message: str | list[Message], task_id: str
+    rt: Runtime, session: SessionHandle, user_message: Content, task_id: str
 ) -> TurnState:
     rt.caller.start_turn()
     active = rt.caller.chain.active
@@ -127,10 +132,10 @@ async def _run_turn(
     except Interrupted:
         state.exit_reason = "interrupted"
     except ProviderError as error:
-        state.exit_reason = f"failed:{error.kind.value}"
+        state.exit_reason = failed(error.kind.value)
         state.error = str(error)
     except StoreError as error:
-        state.exit_reason = "failed:store"
+        state.exit_reason = failed("store")
         state.error = f"the session could not be saved: {error}"
     finally:
         if not state.models.entries:
@@ -139,7 +144,7 @@ async def _run_turn(
             # never delays a turn's first request.
             _price(state.usage, active)
         state.api_calls = rt.caller.turn_attempts
-        if state.exit_reason != "failed:store":
+        if state.exit_reason != failed("store"):
             await _flush_quietly(session)
         if rt.interactions is not None:
             rt.interactions.withdraw_all("turn_ended")
@@ -215,7 +220,7 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
         if rt.interrupt.is_set:
             raise Interrupted
         if halt:
-            state.exit_reason = f"halted:{halt}"
+            state.exit_reason = halted(halt)
             state.final_response = response.text or None
             return
 
@@ -396,13 +401,13 @@ async def _run_tools(
     return batch.halt
 
 
-def _text_of(content: str | list[Message]) -> str:
+def _text_of(content: Content) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
 
 
-def _unrun(calls: list[ToolCall], content: str) -> list[Message]:
+def _unrun(calls: list[ToolCall], content: str) -> list[ToolMessage]:
     """Error results for calls that were not run, so none is left unanswered (invariant 4)."""
     return [{"role": "tool", "tool_call_id": call.id, "content": content} for call in calls]
 
@@ -425,10 +430,10 @@ async def _summarise(
     response = await _call(rt, session, state, [request], tool_choice="none")
     message = response.to_message()
     message.pop("tool_calls", None)
-    if not message.get("content"):
-        message["content"] = "(The budget ran out before a summary was written.)"
+    summary = response.text or "(The budget ran out before a summary was written.)"
+    message["content"] = summary
     await session.append(message)
-    state.final_response = message["content"]
+    state.final_response = summary
     state.exit_reason = exit_reason
 
 
@@ -468,13 +473,13 @@ async def _over_budget(
 def result_dict(
     state: TurnState, session: SessionHandle, interrupt_message: str | None
 ) -> dict[str, Any]:
-    failed = state.exit_reason.startswith("failed")
+    is_failed = exit_reason(state.exit_reason) == "failed"
     result: dict[str, Any] = {
         "final_response": state.final_response,
         "messages": list(session.history),
         "completed": state.exit_reason == "text_response",
         "interrupted": state.exit_reason == "interrupted",
-        "failed": failed,
+        "failed": is_failed,
         "api_calls": state.api_calls,
         "turn_exit_reason": state.exit_reason,
         "session_id": session.id,
@@ -484,7 +489,7 @@ def result_dict(
         "api_mode": state.api_mode,
         "usage": state.usage.to_dict(),
     }
-    if failed:
+    if is_failed:
         result["error"] = state.error
     if interrupt_message:
         result["interrupt_message"] = interrupt_message
@@ -494,6 +499,6 @@ def result_dict(
 def busy_result(busy: StoreError, session: SessionHandle, task_id: str) -> dict[str, Any]:
     """The turn did not start: another writer holds the session. Nothing was appended."""
     state = TurnState(task_id=task_id, budget=IterationBudget(1))
-    state.exit_reason = "failed:session_busy"
+    state.exit_reason = failed("session_busy")
     state.error = str(busy)
     return result_dict(state, session, None)

@@ -12,11 +12,11 @@ import hashlib
 import re
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
+from talaria.core import AssistantMessage, Message, ToolMessage
 from talaria.messages.validate import is_valid_call_id
 
-Message = dict[str, Any]
 _INVALID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _MAX_LEN = 64
 
@@ -36,9 +36,9 @@ def normalise_tool_call_ids(messages: Sequence[Message]) -> tuple[list[Message],
         if not isinstance(message, dict):
             out.append(message)
         elif message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list):
-            out.append(_rename_calls(message, index, namer, latest))
+            out.append(_rename_calls(cast(AssistantMessage, message), index, namer, latest))
         elif message.get("role") == "tool":
-            out.append(_rename_result(message, latest))
+            out.append(_rename_result(cast(ToolMessage, message), latest))
         else:
             out.append(message)
     return out, namer.mapping
@@ -89,8 +89,8 @@ class _Namer:
 
 
 def _rename_calls(
-    message: Message, index: int, namer: _Namer, latest: dict[str, deque[str]]
-) -> Message:
+    message: AssistantMessage, index: int, namer: _Namer, latest: dict[str, deque[str]]
+) -> AssistantMessage:
     calls: list[Any] = message["tool_calls"]
     renamed: list[Any] = []
     this_turn: dict[str, deque[str]] = {}
@@ -109,7 +109,7 @@ def _rename_calls(
     return {**message, "tool_calls": renamed}
 
 
-def _rename_result(message: Message, latest: dict[str, deque[str]]) -> Message:
+def _rename_result(message: ToolMessage, latest: dict[str, deque[str]]) -> ToolMessage:
     call_id = message.get("tool_call_id")
     queue = latest.get(call_id) if isinstance(call_id, str) else None
     if not queue:

@@ -15,13 +15,11 @@ for the prompt cache), where a whole repair of the longer history could differ i
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any
 
+from talaria.core import Message
 from talaria.messages.repair import repair_history
 from talaria.messages.validate import HistoryScan, scan_history
 from talaria.values import mutable
-
-Message = dict[str, Any]
 
 
 @mutable

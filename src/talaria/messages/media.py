@@ -16,9 +16,8 @@ import functools
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
 
-Message = dict[str, Any]
+from talaria.core import ImagePart, Message, TextPart, UserMessage
 
 MEDIA_FOLDER = ("mcp", "media")
 IMAGE_EXTENSIONS = {
@@ -56,7 +55,7 @@ def with_tool_images(messages: list[Message], folder: Path) -> list[Message]:
     if not any(_may_name_images(message) for message in messages):
         return messages
     out: list[Message] = []
-    pending: list[Message] = []
+    pending: list[ImagePart] = []
     for message in messages:
         if message.get("role") != "tool" and pending:
             out.append(_image_message(pending))
@@ -74,16 +73,16 @@ def _may_name_images(message: Message) -> bool:
     return message.get("role") == "tool" and isinstance(content, str) and "[image " in content
 
 
-def _image_message(parts: list[Message]) -> Message:
-    intro = {"type": "text", "text": "The images from the tool results above:"}
+def _image_message(parts: list[ImagePart]) -> UserMessage:
+    intro: TextPart = {"type": "text", "text": "The images from the tool results above:"}
     return {"role": "user", "content": [intro, *parts]}
 
 
-def _images_in(message: Message, folder: Path) -> list[Message]:
+def _images_in(message: Message, folder: Path) -> list[ImagePart]:
     content = message.get("content")
     if not isinstance(content, str) or "[image " not in content:
         return []
-    parts = []
+    parts: list[ImagePart] = []
     for mime, written in _MARKER.findall(content):
         url = _data_url(Path(written.strip()), mime, folder)
         if url is not None:

@@ -15,13 +15,13 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import field
-from typing import Any
+from typing import Any, cast
 
+from talaria.core import Message, UserMessage, tool_calls_of
 from talaria.messages.ids import normalise_tool_call_ids
 from talaria.messages.validate import arguments_problem, history_problems, is_blank, part_problem
 from talaria.values import mutable
 
-Message = dict[str, Any]
 logger = logging.getLogger("talaria.repair")
 
 MISSING_RESULT = "Error: no result was recorded for this tool call (it was interrupted or lost)."
@@ -110,7 +110,7 @@ class _Cleaner:
         elif not self.out:
             self.out.append(_replace(message, content=content) if changed else message)
         else:
-            note = {"role": "user", "content": SYSTEM_NOTE + _text_of(content)}
+            note: UserMessage = {"role": "user", "content": SYSTEM_NOTE + _text_of(content)}
             self.note_ids.add(id(note))
             self.out.append(note)
             self._note(index, "turned a system message after the start into a user note")
@@ -178,7 +178,7 @@ def _replace(message: Message, **changes: Any) -> Message:
     """A new message with `changes`, never carrying tool_calls unless given them."""
     new = {key: value for key, value in message.items() if key != "tool_calls"}
     new.update(changes)
-    return new
+    return cast(Message, new)
 
 
 def _is_empty(content: Any) -> bool:
@@ -297,7 +297,7 @@ def _emit_pairs(
             continue
         out.append(message)
         previous = index
-        for call in message.get("tool_calls") or ():
+        for call in tool_calls_of(message):
             call_id = call["id"]
             result = results.get(call_id)
             if result is None:
@@ -343,16 +343,16 @@ def _merge_run(run: list[Message]) -> Message:
     After pairing, only the last assistant of a run can have tool calls: a call is always
     followed by its results.
     """
-    merged = dict(run[-1])
+    merged: dict[str, Any] = dict(run[-1])
     separator = USER_BOUNDARY if merged["role"] == "user" else "\n\n"
     merged["content"] = _join_contents([m.get("content") for m in run], separator)
-    calls = [call for m in run for call in m.get("tool_calls") or ()]
+    calls = [call for m in run for call in tool_calls_of(m)]
     if calls:
         merged["tool_calls"] = calls
-    reasoning = [m["reasoning"] for m in run if not is_blank(m.get("reasoning"))]
+    reasoning = [text for m in run if isinstance(text := m.get("reasoning"), str) and text.strip()]
     if reasoning:
         merged["reasoning"] = "\n\n".join(reasoning)
-    return merged
+    return cast(Message, merged)
 
 
 def _join_contents(contents: list[Any], separator: str) -> Any:

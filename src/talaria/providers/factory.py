@@ -7,8 +7,8 @@ import inspect
 from dataclasses import field, replace
 from typing import Any
 
+from talaria.core import ModelClient
 from talaria.messages.redact import remember_secret
-from talaria.providers.base import ModelClient
 from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.values import frozen
 

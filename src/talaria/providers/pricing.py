@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, time
 from typing import Any
 
+from talaria.core import Usage
 from talaria.providers import price_cache
-from talaria.providers.base import Usage
 from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.values import frozen
 

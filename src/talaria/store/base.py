@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any, Protocol
 
+from talaria.core import Message
 from talaria.values import mutable
 
 
@@ -98,7 +100,7 @@ class SearchHit:
     role: str
     snippet: str
     created_at: float
-    context: list[dict[str, Any]] = field(default_factory=list)
+    context: list[Message] = field(default_factory=list)
 
 
 def new_writer_id() -> str:
@@ -223,7 +225,7 @@ class SessionStore(Protocol):
         provider: str | None = None,
         api_mode: str | None = None,
         system_prompt: str | None = None,
-        usage: dict[str, Any] | None = None,
+        usage: Mapping[str, Any] | None = None,
         end_reason: str | None = None,
         ended: bool = False,
     ) -> None:
@@ -234,7 +236,7 @@ class SessionStore(Protocol):
     def append_messages(
         self,
         session_id: str,
-        items: list[tuple[int, dict[str, Any]]],
+        items: Sequence[tuple[int, Mapping[str, Any]]],
         *,
         writer: str | None = None,
     ) -> None:
@@ -288,7 +290,7 @@ class SessionStore(Protocol):
         They leave the search index too."""
         ...
 
-    def load_messages(self, session_id: str) -> list[dict[str, Any]]: ...
+    def load_messages(self, session_id: str) -> list[Message]: ...
 
     def message_count(self, session_id: str) -> int: ...
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from talaria.core import tool_calls_of
 from talaria.store.base import (
     AmbiguousSession,
     SearchQueryError,
@@ -373,7 +374,7 @@ class StoreConformance:
         self._seed_search(store)
         (hit,) = store.search("main.py")
         assert [m["role"] for m in hit.context] == ["user", "assistant", "tool"]
-        assert hit.context[1]["tool_calls"] == [TOOL_CALL]
+        assert tool_calls_of(hit.context[1]) == [TOOL_CALL]
 
     def test_search_excludes_a_session(self, store: SessionStore) -> None:
         self._seed_search(store)

@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -117,7 +117,7 @@ class PostgresSessionStore(SqlSessionStore):
     def append_messages(
         self,
         session_id: str,
-        items: list[tuple[int, dict[str, Any]]],
+        items: Sequence[tuple[int, Mapping[str, Any]]],
         *,
         writer: str | None = None,
     ) -> None:
@@ -245,7 +245,7 @@ def _text(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd") if value is not None else None
 
 
-def _pg_row(message: dict[str, Any]) -> dict[str, Any]:
+def _pg_row(message: Mapping[str, Any]) -> dict[str, Any]:
     """`encode_message`, with NUL-bearing string content stored as JSON so it round-trips."""
     row = encode_message(message)
     if isinstance(row["content"], str) and not row["content_is_json"] and "\x00" in row["content"]:

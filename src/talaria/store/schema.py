@@ -8,9 +8,11 @@ the missing ones in one transaction. Never edit a released migration: append a n
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
 
 from talaria import fastjson
+from talaria.core import Message
 from talaria.store.base import SessionInfo, StoreError, UsageRecord, content_text
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -173,7 +175,7 @@ def dumps(value: Any) -> str:
         raise StoreError(f"value is not JSON-serialisable: {exc}") from exc
 
 
-def encode_message(message: dict[str, Any]) -> dict[str, Any]:
+def encode_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """Split a canonical message into a value for every column of MESSAGE_COLUMNS; anything
     that does not fit a typed column (unknown keys, explicit None values) goes to `extra`,
     so loading gives back exactly what was appended."""
@@ -202,7 +204,7 @@ def encode_message(message: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def decode_message(row: Row) -> dict[str, Any]:
+def decode_message(row: Row) -> Message:
     message: dict[str, Any] = {"role": row["role"]}
     if row["content"] is not None:
         message["content"] = (
@@ -219,10 +221,10 @@ def decode_message(row: Row) -> dict[str, Any]:
             message[key] = row[key]
     if row["extra"] is not None:
         message.update(fastjson.loads(row["extra"]))
-    return message
+    return cast(Message, message)
 
 
-def search_body(message: dict[str, Any]) -> str:
+def search_body(message: Mapping[str, Any]) -> str:
     """What full-text search sees of a message: its text plus tool names and arguments."""
     parts = [content_text(message.get("content"))]
     for call in message.get("tool_calls") or []:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Self, TypeVar, cast
 
+from talaria.core import Message
 from talaria.store.base import (
     AmbiguousSession,
     SearchHit,
@@ -81,7 +82,9 @@ def _render(text: str, mark: str) -> str:
     return text if mark == "?" else text.replace("?", mark)
 
 
-def message_rows(items: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+def message_rows(
+    items: Sequence[tuple[int, Mapping[str, Any]]],
+) -> Sequence[tuple[int, Mapping[str, Any]]]:
     """`items` after checking every seq (StoreError before anything is written)."""
     for seq, _ in items:
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
@@ -188,7 +191,7 @@ class SqlSessionStore(ABC):
         provider: str | None = None,
         api_mode: str | None = None,
         system_prompt: str | None = None,
-        usage: dict[str, Any] | None = None,
+        usage: Mapping[str, Any] | None = None,
         end_reason: str | None = None,
         ended: bool = False,
     ) -> None:
@@ -362,7 +365,7 @@ class SqlSessionStore(ABC):
 
     # -- messages -----------------------------------------------------------------------
 
-    def load_messages(self, session_id: str) -> list[dict[str, Any]]:
+    def load_messages(self, session_id: str) -> list[Message]:
         def work(conn: Conn) -> list[Any]:
             self._require(conn, session_id)
             return list(
@@ -392,7 +395,7 @@ class SqlSessionStore(ABC):
                 (delta, now, session_id),
             )
 
-    def _neighbours(self, conn: Conn, session_id: str, seq: int) -> list[dict[str, Any]]:
+    def _neighbours(self, conn: Conn, session_id: str, seq: int) -> list[Message]:
         """The message before `seq`, the message itself and the one after it."""
         rows = self._run(
             conn,

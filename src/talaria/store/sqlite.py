@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -324,7 +324,7 @@ class SQLiteSessionStore(SqlSessionStore):
     def append_messages(
         self,
         session_id: str,
-        items: list[tuple[int, dict[str, Any]]],
+        items: Sequence[tuple[int, Mapping[str, Any]]],
         *,
         writer: str | None = None,
     ) -> None:
@@ -335,7 +335,7 @@ class SQLiteSessionStore(SqlSessionStore):
     def try_append_messages(
         self,
         session_id: str,
-        items: list[tuple[int, dict[str, Any]]],
+        items: Sequence[tuple[int, Mapping[str, Any]]],
         *,
         writer: str | None = None,
     ) -> bool:
@@ -442,7 +442,7 @@ class SQLiteSessionStore(SqlSessionStore):
             self._conn.close()
 
 
-def _rows(items: list[tuple[int, dict[str, Any]]]) -> list[_Row]:
+def _rows(items: Sequence[tuple[int, Mapping[str, Any]]]) -> list[_Row]:
     return [(seq, encode_message(m)) for seq, m in message_rows(items)]
 
 

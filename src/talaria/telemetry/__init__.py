@@ -6,6 +6,7 @@ OpenTelemetry one (`talaria[otel]`) is built only when `telemetry.enabled` (or `
 says so, so an agent without telemetry never imports `opentelemetry`.
 """
 
-from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry, telemetry_for
+from talaria.core.telemetry import NO_TELEMETRY, Scope, Telemetry
+from talaria.telemetry.base import telemetry_for
 
 __all__ = ["NO_TELEMETRY", "Scope", "Telemetry", "telemetry_for"]

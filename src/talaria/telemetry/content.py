@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from talaria.providers.base import Message, ModelResponse
+from talaria.core import Message, ModelResponse, tool_calls_of
 
 
 def _text_of(content: Any) -> str:
@@ -33,7 +33,7 @@ def _parts(message: Message) -> list[dict[str, Any]]:
     text = _text_of(message.get("content"))
     if text:
         parts.append({"type": "text", "content": text})
-    for call in message.get("tool_calls") or ():
+    for call in tool_calls_of(message):
         function = call.get("function") or {}
         parts.append(
             {

@@ -31,10 +31,11 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from talaria.config import Config
-from talaria.providers.base import ModelRequest, ModelResponse, Usage
+from talaria.core import ModelRequest, ModelResponse, Usage, failure_class
+from talaria.core.telemetry import Scope, Telemetry
 from talaria.providers.errors import ProviderError
 from talaria.telemetry import content
-from talaria.telemetry.base import ACTIVE, Scope, Telemetry
+from talaria.telemetry.base import ACTIVE
 
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48)
@@ -254,8 +255,9 @@ class _TurnScope(Scope):
             span.set_attribute("gen_ai.response.model", model)
         if self.telemetry.capture_content and final_response is not None:
             span.set_attribute("gen_ai.output.messages", content.final_answer(final_response))
-        if exit_reason.startswith("failed"):
-            _fail(span, exit_reason.partition(":")[2] or exit_reason, exit_reason)
+        failure = failure_class(exit_reason)
+        if failure is not None:
+            _fail(span, failure, exit_reason)
 
 
 class _CallScope(Scope):
@@ -270,17 +272,18 @@ class _CallScope(Scope):
         }
         self.attempts = 0
 
-    def attempt_failed(self, error: ProviderError, next_step: str, target: Any = None) -> None:
+    def attempt_failed(self, error: Exception, next_step: str, target: Any = None) -> None:
         self.attempts += 1
         event: dict[str, Any] = {
-            "error.type": error.kind.value,
-            "gen_ai.provider.name": error.provider or "",
-            "gen_ai.request.model": error.model or "",
+            "error.type": error_type(error),
             "talaria.attempt": self.attempts,
             "talaria.next_step": next_step,
         }
-        if error.status:
-            event["http.response.status_code"] = error.status
+        if isinstance(error, ProviderError):
+            event["gen_ai.provider.name"] = error.provider or ""
+            event["gen_ai.request.model"] = error.model or ""
+            if error.status:
+                event["http.response.status_code"] = error.status
         if target is not None:
             event["talaria.fallback.provider"] = str(target.provider)
             event["talaria.fallback.model"] = str(target.model)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from talaria.core import ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
 from talaria.messages.think import strip_think
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.resilience.classify import classify_http
 from talaria.providers.wire.chat_completions import build_body

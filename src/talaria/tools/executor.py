@@ -19,6 +19,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from talaria.core import ToolCall, ToolMessage
+from talaria.core.telemetry import NO_TELEMETRY, Scope, Telemetry
 from talaria.events import ApprovalRequested, EventSink, ToolFinished, ToolStarted
 from talaria.interaction import Interactions, RequestLapsed
 from talaria.interrupt import Interrupted, InterruptSignal
@@ -34,8 +36,6 @@ from talaria.policy.approval import (
     Boundary,
     assess_tool_call,
 )
-from talaria.providers.base import ToolCall
-from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
@@ -61,7 +61,7 @@ class CallOutcome:
 class BatchResult:
     """The tool messages of one response's calls, in call order."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ToolMessage]
     halt: str | None = None
 
 
@@ -108,7 +108,7 @@ class ToolExecutor:
             if any(o.halt for o in results):
                 break
         halt = next((o.halt for o in outcomes if o is not None and o.halt), None)
-        messages = []
+        messages: list[ToolMessage] = []
         for call, maybe in zip(calls, outcomes, strict=True):
             outcome = maybe or CallOutcome(
                 INTERRUPTED_RESULT if interrupt.is_set else f"Not run: the turn stopped ({halt}).",

@@ -17,20 +17,14 @@ from dataclasses import field
 from enum import Enum
 from typing import Any
 
+from talaria.core import ModelClient, ModelRequest, ModelResponse, StreamHandler, Usage
+from talaria.core.telemetry import NO_TELEMETRY, Scope, Telemetry
 from talaria.events import EventSink, Notice, StatusChanged
 from talaria.interrupt import InterruptSignal
-from talaria.providers.base import (
-    ModelClient,
-    ModelRequest,
-    ModelResponse,
-    StreamHandler,
-    Usage,
-)
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.providers.resilience.credentials import CredentialSource
 from talaria.providers.resilience.retry import Action, RetryPolicy, action_for
-from talaria.telemetry.base import NO_TELEMETRY, Scope, Telemetry
 from talaria.values import frozen, mutable
 
 

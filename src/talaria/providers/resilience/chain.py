@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import field
 
-from talaria.providers.base import ModelClient
+from talaria.core import ModelClient
 from talaria.providers.factory import ProviderSpec, build_client, profile_of_spec
 from talaria.providers.profiles import ModelProfile, profile_of
 from talaria.values import mutable

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from talaria.context.cache_markers import apply_cache_markers
-from talaria.providers.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from talaria.core import Message, ModelRequest, ModelResponse, ToolCall, Usage, tool_calls_of
+from talaria.providers.cache_markers import apply_cache_markers
 from talaria.providers.profiles import ModelProfile, profile_for
 
 API_MODE = "anthropic_messages"
@@ -52,7 +52,9 @@ def convert_tools(tools: list[dict[str, Any]]) -> list[Block]:
     return converted
 
 
-def convert_messages(messages: list[Message], *, source: str) -> tuple[list[Block], list[Message]]:
+def convert_messages(
+    messages: list[Message], *, source: str
+) -> tuple[list[Block], list[dict[str, Any]]]:
     """(system blocks, Anthropic messages) from canonical messages.
 
     Tool messages become tool_result blocks of a user message; consecutive same-role messages
@@ -60,7 +62,7 @@ def convert_messages(messages: list[Message], *, source: str) -> tuple[list[Bloc
     messages left without content are dropped; empty text is never emitted.
     """
     system: list[Block] = []
-    merged: list[Message] = []
+    merged: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
         if role in ("system", "developer"):
@@ -79,9 +81,9 @@ def convert_messages(messages: list[Message], *, source: str) -> tuple[list[Bloc
             merged[-1]["content"].extend(blocks)
         else:
             merged.append({"role": wire_role, "content": blocks})
-    for message in merged:
-        first = ("tool_result",) if message["role"] == "user" else THINKING_TYPES
-        message["content"].sort(key=lambda block: block.get("type") not in first)
+    for turn in merged:
+        first = ("tool_result",) if turn["role"] == "user" else THINKING_TYPES
+        turn["content"].sort(key=lambda block: block.get("type") not in first)
     return system, merged
 
 
@@ -249,7 +251,7 @@ def _assistant_blocks(message: Message, source: str) -> list[Block]:
             if isinstance(item, dict) and item.get("type") in THINKING_TYPES
         )
     blocks.extend(_text_blocks(message.get("content")))
-    for call in message.get("tool_calls") or []:
+    for call in tool_calls_of(message):
         function = call.get("function") or {}
         blocks.append(
             {

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
+from talaria.core import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind
 from talaria.providers.profiles import ModelProfile
 from talaria.providers.transport.auth import anthropic_endpoint

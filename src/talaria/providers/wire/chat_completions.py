@@ -7,19 +7,13 @@ split off, streamed tool calls are assembled by index, usage is put in talaria's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from talaria.context.cache_markers import apply_openai_format_cache_markers
+from talaria.core import Message, ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
 from talaria.messages.think import ThinkSplitter, strip_think
-from talaria.providers.base import (
-    Message,
-    ModelRequest,
-    ModelResponse,
-    StreamHandler,
-    ToolCall,
-    Usage,
-)
+from talaria.providers.cache_markers import apply_openai_format_cache_markers
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import ModelProfile
 from talaria.providers.transport.auth import openai_endpoint
@@ -126,16 +120,16 @@ def tool_fields(
     return fields
 
 
-def wire_message(message: Message) -> dict[str, Any]:
+def wire_message(message: Message) -> Mapping[str, Any]:
     """A canonical message with only the keys the API accepts: the message itself when it
     has no others (most do; a body is encoded, never changed, so sharing is safe and the
     history is not copied at every step)."""
     tool = message.get("role") == "tool"
     if message.keys() <= (_TOOL_RESULT_KEYSET if tool else _WIRE_KEYSET):
         return message
-    return {
-        key: message[key] for key in (TOOL_RESULT_KEYS if tool else WIRE_KEYS) if key in message
-    }
+    fields: Mapping[str, Any] = message
+    keys = TOOL_RESULT_KEYS if tool else WIRE_KEYS
+    return {key: fields[key] for key in keys if key in fields}
 
 
 def usage_from_openai(usage: dict[str, Any] | None) -> Usage:

@@ -15,7 +15,7 @@ from contextlib import aclosing, asynccontextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 from talaria import fastjson
-from talaria.providers.base import ModelRequest, ModelResponse, StreamHandler
+from talaria.core import ModelRequest, ModelResponse, StreamHandler
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import ModelProfile, profile_for
 from talaria.providers.resilience.classify import classify_exception

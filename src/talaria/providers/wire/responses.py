@@ -8,16 +8,17 @@ issued them. The body is built once and posted as is through the shared HTTP poo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from talaria.providers.base import (
+from talaria.core import (
     Message,
     ModelRequest,
     ModelResponse,
     StreamHandler,
     ToolCall,
     Usage,
+    tool_calls_of,
 )
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import ModelProfile
@@ -230,7 +231,7 @@ def to_tool(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _convert_user(message: Message, source: str, items: list[dict[str, Any]]) -> None:
-    content = message.get("content")
+    content: Any = message.get("content")
     if isinstance(content, list):
         content = [_PART_CONVERTERS.get(part.get("type"), _same)(part) for part in content]
     items.append({"type": "message", "role": "user", "content": content or ""})
@@ -238,7 +239,7 @@ def _convert_user(message: Message, source: str, items: list[dict[str, Any]]) ->
 
 def _convert_assistant(message: Message, source: str, items: list[dict[str, Any]]) -> None:
     text = _text_of(message.get("content"))
-    calls = message.get("tool_calls") or []
+    calls = tool_calls_of(message)
     if not text and not calls:
         return
     details = message.get("reasoning_details")
@@ -280,22 +281,22 @@ _CONVERTERS: dict[str, Callable[[Message, str, list[dict[str, Any]]], None]] = {
 }
 
 
-def _same(part: dict[str, Any]) -> dict[str, Any]:
+def _same(part: Mapping[str, Any]) -> Mapping[str, Any]:
     return part
 
 
-def _image_part(part: dict[str, Any]) -> dict[str, Any]:
+def _image_part(part: Mapping[str, Any]) -> Mapping[str, Any]:
     image = part.get("image_url")
     url = image.get("url") if isinstance(image, dict) else image
     detail = image.get("detail", "auto") if isinstance(image, dict) else "auto"
     return {"type": "input_image", "image_url": url, "detail": detail}
 
 
-def _file_part(part: dict[str, Any]) -> dict[str, Any]:
+def _file_part(part: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"type": "input_file", **(part.get("file") or {})}
 
 
-_PART_CONVERTERS: dict[Any, Callable[[dict[str, Any]], dict[str, Any]]] = {
+_PART_CONVERTERS: dict[Any, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
     "text": lambda part: {"type": "input_text", "text": part.get("text", "")},
     "image_url": _image_part,
     "file": _file_part,

@@ -12,6 +12,7 @@ O(history)), so the stored history and the byte-stable prefix are never touched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 MAX_MARKERS = 4
@@ -60,8 +61,8 @@ def apply_cache_markers(
 
 
 def apply_openai_format_cache_markers(
-    messages: list[dict[str, Any]], ttl: str = "5m"
-) -> list[dict[str, Any]]:
+    messages: Sequence[Mapping[str, Any]], ttl: str = "5m"
+) -> list[Mapping[str, Any]]:
     """The same strategy on OpenAI chat messages (Claude through OpenRouter and similar).
 
     String content becomes a one-part list so the marker can sit on the text part; a message
@@ -127,7 +128,7 @@ def _marked_message(message: dict[str, Any], marker: dict[str, str]) -> dict[str
     return None
 
 
-def _openai_markers(message: dict[str, Any]) -> int:
+def _openai_markers(message: Mapping[str, Any]) -> int:
     content = message.get("content")
     parts = content if isinstance(content, list) else []
     own = 1 if "cache_control" in message else 0

@@ -13,8 +13,9 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from talaria.core import Message, ModelClient, ModelRequest, ModelResponse
 from talaria.events import Notice
-from talaria.providers.base import Message, ModelClient, ModelRequest, ModelResponse, NullStream
+from talaria.providers.base import NullStream
 from talaria.providers.errors import ProviderError
 
 if TYPE_CHECKING:

@@ -1,0 +1,80 @@
+"""The contract of the engine in one small package: messages, model requests and responses,
+the turn result, and the interfaces the loop depends on.
+
+Nothing here imports anything else of talaria (tests/architecture/test_layers.py checks it),
+so every other package can depend on it without forming a cycle.
+"""
+
+from talaria.core.messages import (
+    AssistantMessage,
+    Content,
+    ContentPart,
+    FileData,
+    FilePart,
+    FunctionCall,
+    ImagePart,
+    ImageURL,
+    Message,
+    Role,
+    SystemMessage,
+    TextPart,
+    ToolCallDict,
+    ToolMessage,
+    UserMessage,
+    tool_calls_of,
+)
+from talaria.core.model import ModelRequest, ModelResponse, ToolCall, Usage, UsageDict
+from talaria.core.protocols import (
+    ApprovalAsk,
+    ApprovalDecision,
+    Approver,
+    ModelClient,
+    SessionLog,
+    StreamHandler,
+)
+from talaria.core.result import (
+    ExitReason,
+    TurnResult,
+    exit_reason,
+    failed,
+    failure_class,
+    halt_reason,
+    halted,
+)
+
+__all__ = [
+    "ApprovalAsk",
+    "ApprovalDecision",
+    "Approver",
+    "AssistantMessage",
+    "Content",
+    "ContentPart",
+    "ExitReason",
+    "FileData",
+    "FilePart",
+    "FunctionCall",
+    "ImagePart",
+    "ImageURL",
+    "Message",
+    "ModelClient",
+    "ModelRequest",
+    "ModelResponse",
+    "Role",
+    "SessionLog",
+    "StreamHandler",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolCallDict",
+    "ToolMessage",
+    "TurnResult",
+    "Usage",
+    "UsageDict",
+    "UserMessage",
+    "exit_reason",
+    "failed",
+    "failure_class",
+    "halt_reason",
+    "halted",
+    "tool_calls_of",
+]
