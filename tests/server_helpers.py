@@ -33,6 +33,8 @@ class ServeProcess:
     extra_args: list[str] = field(default_factory=list)
     port: int = 0
     """0 picks a free one; a fixed port lets a test restart the server where a page expects it."""
+    cwd: Path | None = None
+    """Where it runs (default: the home)."""
     url: str = ""
     proc: subprocess.Popen[bytes] | None = None
 
@@ -53,7 +55,7 @@ class ServeProcess:
             "--api-mode", "chat_completions", "--toolsets", "terminal,clarify", *self.extra_args,
         ]  # fmt: skip
         with open(log, "wb") as sink:
-            self.proc = subprocess.Popen(command, stderr=sink, cwd=self.home, env=env)
+            self.proc = subprocess.Popen(command, stderr=sink, cwd=self.cwd or self.home, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             printed = log.read_text(errors="replace")

@@ -222,30 +222,41 @@ def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> 
         session_id = _resolve_existing(store, session_id)
     info = store.get_session(session_id) if session_id else None
     if info is not None:
-        history = store.load_messages(info.id)
-        handle = SessionHandle(
-            info.id, store, system_message or info.system_prompt, history, next_seq=len(history)
-        )
-        todos = store.get_state(info.id, "todos")
-        runtime.services.todos = type(runtime.services.todos).from_json(todos)
-        return handle
+        return _resumed(info, store, runtime, system_message)
     from talaria.loop.session import new_session_id
+    from talaria.store.base import SessionExists
 
     new_id = session_id or new_session_id()
     runtime.services.todos = type(runtime.services.todos)()  # a new session starts with none
     prompt = system_message or _system_prompt(agent, runtime)
     active = runtime.caller.chain.active
-    store.create_session(
-        new_id,
-        source=agent.source,
-        model=active.model,
-        provider=active.provider,
-        api_mode=active.api_mode,
-        system_prompt=prompt,
-        parent_session_id=agent.parent_session_id,
-        cwd=str(agent.cwd),
-    )
+    try:
+        store.create_session(
+            new_id,
+            source=agent.source,
+            model=active.model,
+            provider=active.provider,
+            api_mode=active.api_mode,
+            system_prompt=prompt,
+            parent_session_id=agent.parent_session_id,
+            cwd=str(agent.cwd),
+        )
+    except SessionExists:  # another process started it a moment ago: join that session
+        info = store.get_session(new_id)
+        if info is None:
+            raise
+        return _resumed(info, store, runtime, system_message)
     return SessionHandle(new_id, store, prompt)
+
+
+def _resumed(info: Any, store: Any, runtime: Runtime, system_message: str | None) -> SessionHandle:
+    history = store.load_messages(info.id)
+    handle = SessionHandle(
+        info.id, store, system_message or info.system_prompt, history, next_seq=len(history)
+    )
+    todos = store.get_state(info.id, "todos")
+    runtime.services.todos = type(runtime.services.todos).from_json(todos)
+    return handle
 
 
 def _resolve_existing(store: Any, ref: str) -> str:

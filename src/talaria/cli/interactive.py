@@ -73,6 +73,7 @@ def run_interactive(args: argparse.Namespace) -> int:
     quiet_logging(config.home)
     from talaria.cli.session_setup import plan_resume
     from talaria.store.base import StoreError
+    from talaria.store.factory import check_writable
 
     try:
         plan = plan_resume(args)
@@ -87,6 +88,7 @@ def run_interactive(args: argparse.Namespace) -> int:
     chat = Chat(args, config.home)
     try:
         chat.agent.store.list_sessions(limit=1)  # damaged, read-only, locked: say so now
+        check_writable(chat.agent.store)
     except StoreError as exc:
         chat.agent.close()
         print(f"talaria: {exc}", file=sys.stderr)

@@ -80,7 +80,7 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     from talaria.config import Config, ConfigError
     from talaria.store.base import StoreError
-    from talaria.store.factory import configured_store
+    from talaria.store.factory import check_writable, configured_store
 
     try:
         config = Config.load(args.home)
@@ -96,6 +96,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return _fail(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}")
     try:
         store = configured_store(config)
+        check_writable(store)
     except StoreError as exc:
         sock.close()
         return _fail(str(exc))

@@ -41,6 +41,14 @@ def existing_store(settings: StoreSettings) -> SessionStore | None:
     return configured_store(settings)
 
 
+def check_writable(store: SessionStore) -> None:
+    """Raise the `StoreError` a write would meet for a reason known now (a SQLite file found
+    damaged when it was opened, or deleted since): a front end says so before it starts."""
+    check = getattr(store, "check_writable", None)
+    if check is not None:
+        check()
+
+
 def store_location(settings: StoreSettings) -> str:
     """Where the sessions are, for messages: the SQLite file, or the URL without credentials."""
     path = sqlite_path(settings.get("store.url"), settings.home)

@@ -39,6 +39,7 @@ from talaria.store.sql_base import (
     check_keep,
     message_rows,
 )
+from talaria.store.sqlite_check import file_identity, first_problem, odd_pages, read_only_uri
 
 T = TypeVar("T")
 
@@ -76,16 +77,20 @@ _CORRUPT = ("not a database", "malformed", "corrupt")
 _UNWRITABLE = ("readonly", "read-only", "unable to open", "disk is full", "disk i/o", "permission")
 
 
+def damaged(path: str, detail: str) -> StoreCorrupt:
+    return StoreCorrupt(
+        f"session database {path} is damaged ({detail}); talaria left it unchanged. "
+        f"Move it aside to start afresh: mv {path} {path}.corrupt "
+        f"(sqlite3 {path}.corrupt .recover can often rescue its sessions)"
+    )
+
+
 def storage_fault(path: str, exc: BaseException) -> StoreError:
     """One clear error for a database that cannot be used: what is wrong, what to do."""
     detail = str(exc) or type(exc).__name__
     text = detail.lower()
     if any(marker in text for marker in _CORRUPT):
-        return StoreCorrupt(
-            f"session database {path} is damaged ({detail}); talaria left it unchanged. "
-            f"Move it aside to start afresh: mv {path} {path}.corrupt "
-            f"(sqlite3 {path}.corrupt .recover can often rescue its sessions)"
-        )
+        return damaged(path, detail)
     if "full" in text or "i/o" in text or getattr(exc, "errno", None) == 28:
         return StoreUnwritable(
             f"session database {path} cannot be written ({detail}): is the disk full? "
@@ -125,21 +130,30 @@ class SQLiteSessionStore(SqlSessionStore):
         """A subclass that changes `append_messages` gets every append through it."""
         self._slow = 0
         self._commits = 0
+        self._damage: StoreCorrupt | None = None
+        """Why this database must not be written (found when it was opened)."""
+        on_disk = self.path != ":memory:"
         try:
-            if self.path != ":memory:":
+            if on_disk:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                problem = first_problem(self.path) if odd_pages(self.path) else None
+                self._damage = damaged(self.path, problem) if problem else None
             self._conn = sqlite3.connect(
-                self.path,
+                read_only_uri(self.path) if self._damage else self.path,
                 timeout=self._busy_ms / 1000,
                 isolation_level=None,
                 check_same_thread=False,
+                uri=self._damage is not None,
             )
         except (sqlite3.Error, OSError) as exc:
             raise storage_fault(self.path, exc) from None
         self._conn.row_factory = sqlite3.Row
+        self._identity = file_identity(self.path) if on_disk else None
+        """The file this connection opened (a write checks it is still there)."""
         try:
-            self._read(self._configure)
-            self._migrate()
+            if self._damage is None:  # a damaged one is only read, as it is
+                self._read(self._configure)
+                self._migrate()
         except StoreError:
             self._conn.close()
             raise
@@ -236,6 +250,7 @@ class SQLiteSessionStore(SqlSessionStore):
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Under `_lock`: `work` in one `BEGIN IMMEDIATE` transaction, committed."""
+        self.check_writable()
         self._conn.execute("BEGIN IMMEDIATE")
         self._tx_thread = threading.get_ident()
         try:
@@ -248,6 +263,19 @@ class SQLiteSessionStore(SqlSessionStore):
         finally:
             self._tx_thread = None
         return result
+
+    def check_writable(self) -> None:
+        """Raise why nothing may be written: the database is damaged, or its file was
+        deleted or replaced since it was opened (what this connection wrote would be in a
+        file no one opens again, and the user told the turn went fine)."""
+        if self._damage is not None:
+            raise self._damage
+        if self._identity is not None and file_identity(self.path) != self._identity:
+            raise StoreUnwritable(
+                f"session database {self.path} was deleted or replaced while talaria was "
+                "running, so nothing more can be saved to it: restore it, or start talaria "
+                "again to begin a new one"
+            )
 
     def _after_commit(self, *, on_lane: bool) -> None:
         self._commits += 1
@@ -265,9 +293,10 @@ class SQLiteSessionStore(SqlSessionStore):
         database without waiting for readers (PASSIVE). A busy database or another
         process's open transaction only postpones either to the next run."""
         with self._lock:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(sqlite3.Error, StoreError):
                 self._transaction(index_pending)
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(sqlite3.Error, StoreError):
+                self.check_writable()
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _try_now(self, work: Callable[[sqlite3.Connection], None]) -> bool:
@@ -437,8 +466,8 @@ class SQLiteSessionStore(SqlSessionStore):
             if self._shared_key is not None and _SHARED.get(self._shared_key) is self:
                 del _SHARED[self._shared_key]
         with self._lock, contextlib.suppress(sqlite3.Error):
-            with contextlib.suppress(sqlite3.Error):  # the next opener indexes what is left
-                self._transaction(index_pending)
+            with contextlib.suppress(sqlite3.Error, StoreError):  # the next opener indexes
+                self._transaction(index_pending)  # what is left
             self._conn.close()
 
 
