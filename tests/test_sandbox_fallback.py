@@ -1,10 +1,10 @@
 """Where bubblewrap is missing: one clear notice and the policy alone, or a refusal by config.
 
-The machine's bubblewrap is hidden by running with a PATH that holds only bash."""
+bubblewrap is never looked up on PATH; the machine's is hidden by configuring a
+`sandbox.bwrap_path` where none is installed."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,20 +18,13 @@ from talaria.testing import ScriptedProvider, calls, text
 from talaria.tools import sandbox
 from talaria.tools.sandbox_probe import sandbox_support
 
+MISSING = "/nonexistent/talaria-test/bwrap"
+
 
 @pytest.fixture
-def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for program in ("bash", "touch", "cat"):
-        found = shutil.which(program)
-        assert found is not None
-        (bin_dir / program).symlink_to(found)
-    monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setattr(sandbox, "_notice_given", False)
-    sandbox_support.cache_clear()
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(sandbox, "_notices_given", set())
     yield
-    monkeypatch.undo()
     sandbox_support.cache_clear()
 
 
@@ -49,7 +42,7 @@ def _agent(
         home=tmp_path / "home",
         cwd=tmp_path,
         toolsets=["terminal"],
-        config={"context.engine": "none", **config},
+        config={"context.engine": "none", "sandbox.bwrap_path": MISSING, **config},
         approval_callback=None if approver is None else lambda r: approver(r) or "once",
     )
 
@@ -57,7 +50,8 @@ def _agent(
 def test_without_bubblewrap_commands_run_after_one_notice(
     provider: ScriptedProvider, tmp_path: Path, no_bwrap: None
 ) -> None:
-    assert not sandbox_support().available and "not installed" in sandbox_support().detail
+    assert not sandbox_support(MISSING).available
+    assert "not installed" in sandbox_support(MISSING).detail
     notices: list[str] = []
     provider.add(
         calls(("terminal", {"command": "touch one"}), ("terminal", {"command": "touch two"})),

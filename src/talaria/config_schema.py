@@ -236,6 +236,7 @@ SCHEMA: dict[str, Rule] = {
     "sandbox.network": boolean(False),
     "sandbox.writable_roots": strings(),
     "sandbox.required": boolean(False),
+    "sandbox.bwrap_path": string(),
     "telemetry.enabled": boolean(False),
     "telemetry.capture_content": boolean(False),
     "telemetry.agent_name": string("talaria"),

@@ -346,9 +346,7 @@ def _boundary(policy: Any) -> Boundary:
     machine where bubblewrap works (or where `sandbox.required` refuses instead)."""
     if policy is None or not policy.confines:
         return UNCONFINED
-    from talaria.tools.sandbox_probe import sandbox_support  # cached once per process
-
-    support = sandbox_support()
+    support = policy.support()  # cached once per process
     return Boundary(sandboxed=bool(support.available and support.bwrap) or policy.required)
 
 

@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.events import Notice
 from talaria.tools.base import ToolError
 from talaria.values import frozen
+
+if TYPE_CHECKING:
+    from talaria.tools.sandbox_probe import SandboxSupport
 
 log = logging.getLogger("talaria.tools")
 
@@ -37,11 +41,12 @@ SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 _WRITE_DENIED = re.compile(r"Read-only file system|Permission denied|Operation not permitted")
 _NETWORK_DOWN = re.compile(
     r"Network is unreachable|Could not resolve host|Temporary failure in name resolution"
-    r"|Name or service not known|Connection refused|No route to host|ENETUNREACH|ECONNREFUSED",
+    r"|Name or service not known|Connection refused|No route to host|ENETUNREACH|ECONNREFUSED"
+    r"|Address family not supported",
     re.I,
 )
 _notice_lock = threading.Lock()
-_notice_given = False
+_notices_given: set[str] = set()
 
 
 @frozen(slots=True)
@@ -65,6 +70,8 @@ class SandboxPolicy:
     required: bool = False
     home: Path | None = None
     """The talaria home, kept read-only inside the sandbox."""
+    bwrap_path: str = ""
+    """The bubblewrap to use (`sandbox.bwrap_path`); empty: the system's (`sandbox_probe`)."""
     roots: tuple[Root, ...] = ()
     """Where writes may go: resolved once, never again per command (see `resolve`)."""
     found: dict[str, list[Path]] = field(default_factory=dict, compare=False, repr=False)
@@ -80,6 +87,7 @@ class SandboxPolicy:
             writable_roots=tuple(str(root) for root in roots),
             required=bool(config.get("sandbox.required", False)),
             home=Path(config.home),
+            bwrap_path=str(config.get("sandbox.bwrap_path", "") or ""),
         )
 
     @classmethod
@@ -92,6 +100,7 @@ class SandboxPolicy:
         writable_roots: tuple[str, ...] = (),
         required: bool = False,
         home: Path | None = None,
+        bwrap_path: str = "",
     ) -> SandboxPolicy:
         """A policy whose roots are `cwd` and `writable_roots` as real directories now: a
         relative root that a command later replaces with a link (to ~, say) widens nothing."""
@@ -105,7 +114,7 @@ class SandboxPolicy:
                     continue
                 if real.is_dir() and all(root.path != real for root in roots):
                     roots.append(Root(real, info.st_dev, info.st_ino))
-        return cls(mode, network, writable_roots, required, home, tuple(roots))
+        return cls(mode, network, writable_roots, required, home, bwrap_path, tuple(roots))
 
     @property
     def confines(self) -> bool:
@@ -119,6 +128,17 @@ class SandboxPolicy:
     def inside(self, real: Path) -> bool:
         """Is the real path `real` inside a writable root?"""
         return any(real == root.path or root.path in real.parents for root in self.roots)
+
+    def support(self) -> SandboxSupport:
+        """Whether this machine can confine commands with the bubblewrap this policy names
+        (asked once per process), and not with one a command could have replaced."""
+        from talaria.tools.sandbox_probe import SandboxSupport, sandbox_support
+
+        support = sandbox_support(self.bwrap_path or None)
+        if support.bwrap is not None and self.inside(Path(os.path.realpath(support.bwrap))):
+            why = f"bubblewrap at {support.bwrap} lies inside a writable root"
+            return SandboxSupport(False, None, why)
+        return support
 
     def protected(self) -> list[Path]:
         """The protected paths inside the roots (`protected_paths`), found on first use."""
@@ -146,11 +166,14 @@ def check_roots(policy: SandboxPolicy) -> None:
             )
 
 
-def bwrap_argv(bwrap: str, policy: SandboxPolicy, cwd: Path) -> list[str]:
-    """The bubblewrap command line that confines one command to `policy`."""
+def bwrap_argv(bwrap: str, policy: SandboxPolicy, cwd: Path, seccomp: bool = False) -> list[str]:
+    """The bubblewrap command line that confines one command to `policy`; with `seccomp`, the
+    network-off socket filter is read from descriptor 3 (`talaria.tools.sandbox_seccomp`)."""
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if not policy.network:
         argv.append("--unshare-net")
+    if seccomp:
+        argv += ["--seccomp", "3"]
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if policy.mode == "read-only":
@@ -170,32 +193,55 @@ def confine(
     the sandbox is required but unavailable."""
     if policy is None or not policy.confines:
         return []
-    from talaria.tools.sandbox_probe import sandbox_support  # when the first command runs
+    support = policy.support()
+    if not support.available or support.bwrap is None:
+        return _unconfined(policy, support.detail, emit)
+    check_roots(policy)
+    if not policy.network:
+        from talaria.tools.sandbox_seccomp import filter_path, with_filter
 
-    support = sandbox_support()
-    if support.available and support.bwrap:
-        check_roots(policy)
-        return bwrap_argv(support.bwrap, policy, cwd)
+        path = filter_path()
+        if path is None:
+            _unfiltered(policy, emit)
+        else:
+            return with_filter(bwrap_argv(support.bwrap, policy, cwd, seccomp=True), path)
+    return bwrap_argv(support.bwrap, policy, cwd)
+
+
+def _unconfined(
+    policy: SandboxPolicy, detail: str, emit: Callable[[Any], None] | None
+) -> list[str]:
     if policy.required:
         raise ToolError(
-            f"the command was not run: sandbox.required is true but {support.detail}. "
+            f"the command was not run: sandbox.required is true but {detail}. "
             "Install bubblewrap, or set sandbox.required: false to run with the approval "
             "policy alone."
         )
-    _notice_once(support.detail, emit)
+    _notice_once(
+        f"commands are NOT sandboxed: {detail}; only the approval policy guards them "
+        "(set sandbox.required: true to refuse instead)",
+        emit,
+    )
     return []
 
 
-def _notice_once(detail: str, emit: Callable[[Any], None] | None) -> None:
-    global _notice_given
-    with _notice_lock:
-        if _notice_given:
-            return
-        _notice_given = True
-    message = (
-        f"commands are NOT sandboxed: {detail}; only the approval policy guards them "
-        "(set sandbox.required: true to refuse instead)"
+def _unfiltered(policy: SandboxPolicy, emit: Callable[[Any], None] | None) -> None:
+    detail = f"there is no socket filter for {platform.machine()}"
+    if policy.required:
+        raise ToolError(
+            f"the command was not run: sandbox.required is true but {detail}, so Unix "
+            "sockets outside the sandbox would stay reachable with sandbox.network: false"
+        )
+    _notice_once(
+        f"{detail}: with network off, Unix sockets outside the sandbox stay reachable", emit
     )
+
+
+def _notice_once(message: str, emit: Callable[[Any], None] | None) -> None:
+    with _notice_lock:
+        if message in _notices_given:
+            return
+        _notices_given.add(message)
     log.warning(message)
     if emit is not None:
         emit(Notice("warning", message))
@@ -233,13 +279,11 @@ def describe(policy: SandboxPolicy, cwd: Path) -> tuple[bool, str]:
     """(confined, what is in force) for `talaria doctor`."""
     if not policy.confines:
         return False, "full-access: commands run without a sandbox"
-    from talaria.tools.sandbox_probe import sandbox_support
-
-    support = sandbox_support()
+    support = policy.support()
     if not support.available:
         fallback = "commands are refused" if policy.required else "approval policy alone"
         return False, f"{policy.mode} requested, but {support.detail}: {fallback}"
     roots = ", ".join(str(root) for root in policy.root_paths)
     writable = f"writable: {roots}, private /tmp" if roots else "writable: private /tmp only"
-    network = "network on" if policy.network else "network off"
+    network = "network on" if policy.network else "network off (Unix sockets too: seccomp)"
     return True, f"{policy.mode} ({support.detail}) · {writable} · {network}"
