@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import re
 import threading
 from collections.abc import Callable
@@ -226,7 +225,7 @@ def _unconfined(
 
 
 def _unfiltered(policy: SandboxPolicy, emit: Callable[[Any], None] | None) -> None:
-    detail = f"there is no socket filter for {platform.machine()}"
+    detail = f"there is no socket filter for {os.uname().machine}"
     if policy.required:
         raise ToolError(
             f"the command was not run: sandbox.required is true but {detail}, so Unix "

@@ -28,7 +28,6 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import platform
 import struct
 
 _LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -94,7 +93,7 @@ def _program(machine: str) -> list[tuple[int, int, int, int]] | None:
 def network_filter(machine: str | None = None) -> bytes | None:
     """The compiled filter (`struct sock_filter[]`, as `bwrap --seccomp` reads it) for this
     machine, or None where there is none."""
-    program = _program(machine or platform.machine())
+    program = _program(machine or os.uname().machine)
     if program is None:
         return None
     return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
