@@ -94,7 +94,7 @@ def _mcp_servers(agent: Agent) -> Any:
         return None
     from talaria.mcp.setup import connect_configured
 
-    return connect_configured(agent.config, agent.home, shared=agent._shared_tools)
+    return connect_configured(agent.config, agent.home, agent._shared_tools, agent.cwd)
 
 
 def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSource | None]]:

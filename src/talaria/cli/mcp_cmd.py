@@ -137,15 +137,16 @@ def _list(args: argparse.Namespace) -> int:
     if not servers:
         print("No MCP servers configured. Add one: talaria mcp add NAME -- COMMAND [ARGS...]")
         return EXIT_OK
-    print(asyncio.run(_describe(servers, config.home)))
+    print(asyncio.run(_describe(servers, config)))
     return EXIT_OK
 
 
-async def _describe(servers: list[Any], home: Path) -> str:
+async def _describe(servers: list[Any], config: Any) -> str:
     from talaria.mcp.manager import MCPManager
     from talaria.mcp.tools import offered_tools
+    from talaria.tools.sandbox import SandboxPolicy
 
-    manager = MCPManager(servers, home)
+    manager = MCPManager(servers, config.home, SandboxPolicy.from_config(config, Path.cwd()))
     try:
         await manager.start()
         tools = offered_tools(manager)
@@ -160,9 +161,11 @@ def _lines(server: Any, manager: Any, tools: list[tuple[Any, Any, str]]) -> list
     if connection is not None and connection.error:
         status += f": {connection.error}"
     names = [name for owner, _, name in tools if owner is connection]
+    notes = connection.offer.notices(server) if connection is not None else []
     return [
         f"{server.name} ({server.transport}, {server.describe()}) - {status}",
         *(f"  {name}" for name in names),
+        *(f"  ({note})" for note in notes),
     ]
 
 

@@ -2,9 +2,11 @@
 
 A name maps to `{command, args, env, cwd}` (stdio) or `{url, headers}` (streamable HTTP, or the
 older HTTP+SSE transport with `type: sse`), plus
-`enabled`, `timeout`, `startup_timeout`, `tools: {include, exclude}`, `approval: ask | allow`
-and `allow_read_only`. `${VAR}` (and `${VAR:-default}`) are expanded from the environment when
-the server starts; a bad entry is one `ConfigError` naming the server and the field.
+`enabled`, `timeout`, `startup_timeout`, `tools: {include, exclude}`, `approval: ask | allow`,
+`allow_read_only`, the caps on what it offers the model (`max_tools`, `max_description_chars`,
+`max_schema_chars`) and, for stdio, `sandbox` (run the server inside the command sandbox).
+`${VAR}` (and `${VAR:-default}`) are expanded from the environment when the server starts; a
+bad entry is one `ConfigError` naming the server and the field.
 """
 
 from __future__ import annotations
@@ -35,9 +37,19 @@ _KNOWN_KEYS = frozenset(
         "allow_read_only",
         "protocol",
         "type",
+        "max_tools",
+        "max_description_chars",
+        "max_schema_chars",
+        "sandbox",
     }
 )
 APPROVALS = ("ask", "allow")
+SANDBOXES = ("read-only", "workspace-write")
+"""A stdio server's `sandbox:` besides true (the session's own mode) and false (none)."""
+MAX_TOOLS = 128
+"""Hosted APIs refuse a request with more tools than this."""
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_SCHEMA_CHARS = 20_000
 PROTOCOLS = ("auto", "legacy")
 TYPES = ("stdio", "http", "sse")
 
@@ -66,6 +78,14 @@ class ServerConfig:
     """auto: the newest protocol the server speaks; legacy: the initialize handshake only."""
     sse: bool = False
     """The URL speaks the HTTP+SSE transport (MCP before 2025-03-26), not streamable HTTP."""
+    max_tools: int = MAX_TOOLS
+    """Tools offered to the model, at most (the first ones the server lists)."""
+    max_description_chars: int = MAX_DESCRIPTION_CHARS
+    max_schema_chars: int = MAX_SCHEMA_CHARS
+    """A tool whose input schema is longer than this (as JSON) is left out."""
+    sandbox: str | None = None
+    """None: the server runs as the user; "session": inside the command sandbox as the
+    session's sandbox settings say (workspace-write where they say full-access); or a mode."""
 
     @property
     def transport(self) -> str:
@@ -156,6 +176,7 @@ def _parse_one(name: str, entry: Any) -> ServerConfig:
         raise ConfigError(f"{where}.protocol must be 'auto' or 'legacy', got {protocol!r}")
     include = tools.get("include")
     sse = _transport_type(where, entry.get("type"), bool(command)) == "sse"
+    sandbox = _sandbox(where, entry.get("sandbox", False), bool(command))
     return ServerConfig(
         name=name,
         command=_string(where, "command", command) if command else None,
@@ -173,7 +194,34 @@ def _parse_one(name: str, entry: Any) -> ServerConfig:
         allow_read_only=_flag(where, "allow_read_only", entry.get("allow_read_only", False)),
         protocol=str(protocol),
         sse=sse,
+        max_tools=_count(where, "max_tools", entry.get("max_tools", MAX_TOOLS)),
+        max_description_chars=_count(
+            where,
+            "max_description_chars",
+            entry.get("max_description_chars", MAX_DESCRIPTION_CHARS),
+        ),
+        max_schema_chars=_count(
+            where, "max_schema_chars", entry.get("max_schema_chars", MAX_SCHEMA_CHARS)
+        ),
+        sandbox=sandbox,
     )
+
+
+def _sandbox(where: str, value: Any, has_command: bool) -> str | None:
+    if value is False:
+        return None
+    if value is not True and value not in SANDBOXES:
+        choices = ", ".join(("true", "false", *SANDBOXES))
+        raise ConfigError(f"{where}.sandbox must be one of {choices}, got {value!r}")
+    if not has_command:
+        raise ConfigError(f"{where}.sandbox applies to stdio servers (a command) only")
+    return "session" if value is True else str(value)
+
+
+def _count(where: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}.{key} must be a whole number of at least 1, got {value!r}")
+    return value
 
 
 def _transport_type(where: str, value: Any, has_command: bool) -> str:

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from talaria.mcp.config import ServerConfig, expanded
+from talaria.mcp.limits import Offer, offer
+from talaria.tools.base import ToolError
+from talaria.tools.sandbox import SandboxPolicy, confine
+from talaria.values import frozen
 
 log = logging.getLogger("talaria.mcp")
 
@@ -29,15 +33,54 @@ class ServerUnavailable(Exception):
     """The server could not be reached or stopped answering; the message says why."""
 
 
+@frozen
+class Confinement:
+    """The session's sandbox settings and folder, for stdio servers set to `sandbox:`."""
+
+    policy: SandboxPolicy
+    cwd: Path
+
+    def prefix(self, server: ServerConfig) -> list[str]:
+        """The argv prefix (bubblewrap's) that runs `server` inside the sandbox. The server
+        asked for it, so a machine without the sandbox does not start it."""
+        mode = self.policy.mode if server.sandbox == "session" else str(server.sandbox)
+        if mode == "full-access":
+            mode = "workspace-write"
+        cwd = Path(server.cwd) if server.cwd else self.cwd
+        policy = SandboxPolicy.resolve(
+            cwd,
+            mode=mode,
+            network=self.policy.network,
+            writable_roots=self.policy.writable_roots,
+            required=True,
+            home=self.policy.home,
+        )
+        try:
+            return confine(policy, cwd)
+        except ToolError as exc:
+            raise ServerUnavailable(
+                f"not started: it is set to run in the sandbox, which is unavailable ({exc})"
+            ) from None
+
+
 class ServerConnection:
-    def __init__(self, config: ServerConfig, log_path: Path, client_version: str) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        log_path: Path,
+        client_version: str,
+        confinement: Confinement | None = None,
+    ) -> None:
         self.config = config
+        self.confinement = confinement or Confinement(SandboxPolicy(), Path.cwd())
         self.log_path = log_path
         self.client_version = client_version
         self.status = "stopped"
         """stopped | starting | ready | failed | crashed"""
         self.error: str | None = None
         self.tools: list[Any] = []
+        self.offer = Offer(())
+        """The tools that may be offered to the model (`limits`), from the last listing."""
         self.prompts: list[Any] = []
         self.offers_resources = False
         self.stale = False
@@ -137,9 +180,12 @@ class ServerConnection:
         if server.command:
             from mcp import StdioServerParameters, stdio_client
 
+            argv = [server.command, *server.args]
+            if server.sandbox:
+                argv = [*self.confinement.prefix(server), *argv]
             params = StdioServerParameters(
-                command=server.command,
-                args=list(server.args),
+                command=argv[0],
+                args=argv[1:],
                 env=dict(server.env) or None,
                 cwd=server.cwd,
             )
@@ -158,6 +204,7 @@ class ServerConnection:
     async def _load(self, client: Any) -> None:
         capabilities = client.server_capabilities
         self.tools = await _list_all(client.list_tools, "tools") if capabilities.tools else []
+        self.offer = offer(self.config, self.tools)
         self.prompts = (
             await _list_all(client.list_prompts, "prompts") if capabilities.prompts else []
         )

@@ -17,22 +17,34 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from talaria.mcp.config import ServerConfig
-from talaria.mcp.connection import ServerConnection
+from talaria.mcp.connection import Confinement, ServerConnection
 from talaria.mcp.names import sanitise
 from talaria.messages.media import media_dir
+from talaria.tools.sandbox import SandboxPolicy
 
 T = TypeVar("T")
 _CLOSE_TIMEOUT = 10.0
 
 
 class MCPManager:
-    def __init__(self, servers: list[ServerConfig], home: Path) -> None:
+    def __init__(
+        self,
+        servers: list[ServerConfig],
+        home: Path,
+        sandbox: SandboxPolicy | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        """`sandbox` and `cwd`: the session's, for the stdio servers set to `sandbox: true`."""
         from talaria import __version__
 
         self.home = home
+        confinement = Confinement(sandbox or SandboxPolicy(home=home), cwd or Path.cwd())
         self.connections: dict[str, ServerConnection] = {
             server.name: ServerConnection(
-                server, home / "logs" / "mcp" / f"{sanitise(server.name)}.log", __version__
+                server,
+                home / "logs" / "mcp" / f"{sanitise(server.name)}.log",
+                __version__,
+                confinement,
             )
             for server in servers
             if server.enabled

@@ -1,7 +1,9 @@
 """An MCP tool result as the text the model reads.
 
 Text parts are kept as written; structured content is given as JSON when there is no text;
-images and audio are saved under the home (`mcp/media/`) and named by path and type; embedded
+images and audio are saved under the home (`mcp/media/`) and named by path and type (an image by
+the type its bytes say: bytes that are no PNG, JPEG, GIF or WebP are saved as a plain file and
+never become an image part); embedded
 resources are inlined (text) or saved (binary); resource links are listed.
 `isError` makes the whole result an error result.
 """
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from talaria.messages.media import IMAGE_EXTENSIONS, media_name, saved_marker
+from talaria.messages.media import IMAGE_EXTENSIONS, image_type, media_name, saved_marker
 from talaria.values import frozen
 
 _EXTENSIONS = {**IMAGE_EXTENSIONS, "audio/wav": ".wav", "audio/mpeg": ".mp3"}
@@ -83,13 +85,21 @@ def _save(data: str, mime: str, media_dir: Path, kind: str | None = None) -> str
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return f"[{kind} {mime}: not shown (the server sent invalid base64)]"
+    note = ""
+    if kind == "image":
+        found = image_type(raw)
+        if found is None:
+            note = f" (labelled {mime}, but its bytes are no PNG, JPEG, GIF or WebP image)"
+            kind, mime = "file", "application/octet-stream"
+        else:
+            mime = found
     path = media_dir / media_name(raw, _EXTENSIONS.get(mime, ".bin"))
     try:
         media_dir.mkdir(parents=True, exist_ok=True)
         path.write_bytes(raw)
     except OSError as exc:
         return f"[{kind} {mime}: {len(raw)} bytes, not saved ({exc})]"
-    return saved_marker(kind, mime, len(raw), path)
+    return saved_marker(kind, mime, len(raw), path) + note
 
 
 _RENDERERS: dict[str, Callable[[Any, Path], str]] = {

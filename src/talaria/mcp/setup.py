@@ -15,6 +15,7 @@ from talaria.events import EventSink, Notice
 from talaria.mcp.config import parse_servers
 from talaria.mcp.manager import MCPManager
 from talaria.tools.base import Tool
+from talaria.tools.sandbox import SandboxPolicy
 
 
 class MCPTools:
@@ -39,6 +40,9 @@ class MCPTools:
         if signature == self._signature:
             return None
         self._signature = signature
+        for connection in self.manager.connections.values():
+            for message in connection.offer.notices(connection.config):
+                emit(Notice("warning", message))
         return tools
 
     def _in_known_order(self, tools: list[Tool]) -> list[Tool]:
@@ -56,12 +60,17 @@ class MCPTools:
             self.manager.close()
 
 
-def connect_configured(config: Any, home: Path, shared: MCPTools | None = None) -> MCPTools | None:
+def connect_configured(
+    config: Any, home: Path, shared: MCPTools | None = None, cwd: Path | None = None
+) -> MCPTools | None:
     """The servers in `mcp_servers` (None when there are none: the SDK is never imported);
-    with `shared`, the parent's servers instead of new ones."""
+    with `shared`, the parent's servers instead of new ones. A server set to `sandbox:` runs
+    in the sandbox `config` describes, with `cwd` as its workspace."""
     if shared is not None:
         return shared.shared()
     servers = parse_servers(config.get("mcp_servers"))
     if not any(server.enabled for server in servers):
         return None
-    return MCPTools(MCPManager(servers, home), owned=True)
+    folder = cwd or Path.cwd()
+    sandbox = SandboxPolicy.from_config(config, folder)
+    return MCPTools(MCPManager(servers, home, sandbox, folder), owned=True)

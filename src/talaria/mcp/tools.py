@@ -17,6 +17,7 @@ from typing import Any
 
 from talaria.mcp.config import ServerConfig
 from talaria.mcp.connection import ServerConnection, ServerUnavailable, describe_error
+from talaria.mcp.limits import cut_description, description_text
 from talaria.mcp.manager import MCPManager
 from talaria.mcp.names import assign_names
 from talaria.mcp.results import render_contents, render_result
@@ -32,12 +33,12 @@ _ARGUMENT_PREVIEW = 300
 def offered_tools(
     manager: MCPManager, taken: Iterable[str] = ()
 ) -> list[tuple[ServerConnection, Any, str]]:
-    """(connection, server tool, name the model sees) for every tool `tools:` lets through."""
+    """(connection, server tool, name the model sees) for every tool `tools:` and the caps
+    (`limits`) let through."""
     offered = [
         (connection, remote)
         for connection in manager.connections.values()
-        for remote in connection.tools
-        if connection.config.offers(remote.name)
+        for remote in connection.offer.tools
     ]
     names = assign_names(((c.config.name, r.name) for c, r in offered), taken)
     return [(c, r, name) for (c, r), name in zip(offered, names, strict=True)]
@@ -68,7 +69,7 @@ def _adapt(manager: MCPManager, connection: ServerConnection, remote: Any, name:
     read_only = bool(getattr(remote.annotations, "read_only_hint", False))
     return Tool(
         name=name,
-        description=_description(config.name, remote),
+        description=_description(config, remote),
         parameters=normalise_schema(remote.input_schema),
         handler=call,
         toolset=TOOLSET,
@@ -100,9 +101,9 @@ async def _on_server(
         raise ToolError(f"MCP server {server!r}: {describe_error(exc)}") from None
 
 
-def _description(server: str, remote: Any) -> str:
-    text = (remote.description or remote.title or remote.name).strip()
-    return f"{text}\n(Tool {remote.name!r} of the MCP server {server!r}.)"
+def _description(config: ServerConfig, remote: Any) -> str:
+    text = cut_description(description_text(remote), config.max_description_chars)
+    return f"{text}\n(Tool {remote.name!r} of the MCP server {config.name!r}.)"
 
 
 def _assessor(

@@ -6,7 +6,8 @@ history keeps that text; each request for a model that takes images gets, after 
 results, one user message with the images as the canonical image parts (as a user's own
 images travel), so all three wire formats carry them. Only files in the media folder whose
 name is the hash of their bytes are read: a marker that some other output imitates sends
-nothing.
+nothing, and neither does one whose bytes are not the image its name says (checked by their
+magic numbers, so a server that labels anything `image/png` cannot make it an image part).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ IMAGE_EXTENSIONS = {
     "image/gif": ".gif",
     "image/webp": ".webp",
 }
+_MAGIC: tuple[tuple[str, bytes, int], ...] = (
+    ("image/png", b"\x89PNG\r\n\x1a\n", 0),
+    ("image/jpeg", b"\xff\xd8\xff", 0),
+    ("image/gif", b"GIF87a", 0),
+    ("image/gif", b"GIF89a", 0),
+    ("image/webp", b"WEBP", 8),  # after "RIFF" and the size
+)
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """The largest image the hosted APIs take; a larger one stays a path."""
 NAME_HASH_LENGTH = 16
@@ -37,6 +45,14 @@ _MARKER = re.compile(r"\[image (image/[a-z0-9.+-]+): \d+ bytes saved to ([^\]\n]
 def media_dir(home: Path) -> Path:
     """Where `home`'s media are saved (asked at every model call)."""
     return home.joinpath(*MEDIA_FOLDER)
+
+
+def image_type(raw: bytes) -> str | None:
+    """The image type the bytes themselves say (PNG, JPEG, GIF, WebP), or None."""
+    for mime, magic, offset in _MAGIC:
+        if raw[offset : offset + len(magic)] == magic and (offset == 0 or raw[:4] == b"RIFF"):
+            return mime
+    return None
 
 
 def media_name(raw: bytes, extension: str) -> str:
@@ -114,6 +130,6 @@ def _encoded(path: str, mime: str, mtime_ns: int, size: int) -> str | None:
         data = Path(path).read_bytes()
     except OSError:
         return None
-    if Path(path).name != media_name(data, IMAGE_EXTENSIONS[mime]):
+    if Path(path).name != media_name(data, IMAGE_EXTENSIONS[mime]) or image_type(data) != mime:
         return None
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
