@@ -24,6 +24,7 @@ from talaria.interrupt import InterruptSignal
 from talaria.loop.session import SessionHandle
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
+from talaria.spec import AgentSpec, ModelChoice
 from talaria.store.base import new_writer_id
 from talaria.tools.base import Tool
 
@@ -61,43 +62,65 @@ class Agent:
         mcp_servers: dict[str, Any] | None = None,
         **callbacks: Callable[..., Any] | None,
     ) -> None:
+        loaded = Config.load(home, overrides=config)
+        if mcp_servers is not None:
+            loaded.data["mcp_servers"] = dict(mcp_servers)
+        if loaded.get("mcp_servers"):
+            from talaria.mcp.config import parse_servers
+
+            parse_servers(loaded.get("mcp_servers"))  # one clear error, now
+        if max_iterations is None:
+            max_iterations = int(loaded.get("agent.max_turns", 90))
+        spec = AgentSpec(
+            config=loaded,
+            cwd=Path(cwd).resolve() if cwd else Path.cwd(),
+            model=ModelChoice(model, provider, base_url, api_key, api_mode),
+            fallbacks=tuple(
+                fallback_providers
+                if fallback_providers is not None
+                else loaded.get("fallback_providers", [])
+            ),
+            tools=tuple(_as_tool(t) for t in tools or ()),
+            toolsets=tuple(toolsets) if toolsets is not None else None,
+            store=store,
+            plugins=tuple(plugins or ()),
+            max_iterations=max_iterations,
+            stream=bool(loaded.get("agent.stream", True) if stream is None else stream),
+            source=source,
+        )
+        self._start(spec, session_id, callbacks)
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: AgentSpec,
+        *,
+        session_id: str | None = None,
+        hooks: HookBus | None = None,
+        **callbacks: Callable[..., Any] | None,
+    ) -> Agent:
+        """An agent described by `spec` (a delegate child shares its parent's `hooks`)."""
+        agent = cls.__new__(cls)
+        agent._start(spec, session_id, callbacks, hooks)
+        return agent
+
+    def _start(
+        self,
+        spec: AgentSpec,
+        session_id: str | None,
+        callbacks: dict[str, Callable[..., Any] | None],
+        hooks: HookBus | None = None,
+    ) -> None:
+        if spec.max_iterations < 1:
+            raise ValueError(f"max_iterations must be at least 1, got {spec.max_iterations}")
+        self.spec = spec
         self.events = CallbackSink(callbacks)
         self.interactions = Interactions(self.events)
         answer_with_callbacks(self.events, self.interactions, callbacks)
-        self.config = Config.load(home, overrides=config)
-        if mcp_servers is not None:
-            self.config.data["mcp_servers"] = dict(mcp_servers)
-        if self.config.get("mcp_servers"):
-            from talaria.mcp.config import parse_servers
-
-            parse_servers(self.config.get("mcp_servers"))  # one clear error, now
-        self.home = self.config.home
-        self.cwd = Path(cwd).resolve() if cwd else Path.cwd()
-        self.source = source
-        self.max_iterations = (
-            max_iterations
-            if max_iterations is not None
-            else int(self.config.get("agent.max_turns", 90))
-        )
-        if self.max_iterations < 1:
-            raise ValueError(f"max_iterations must be at least 1, got {self.max_iterations}")
-        self.stream = self.config.get("agent.stream", True) if stream is None else stream
+        self.hooks = hooks if hooks is not None else HookBus()
         self._session_ref = session_id
-        self._model_args = dict(
-            model=model, provider=provider, base_url=base_url, api_key=api_key, api_mode=api_mode
-        )
-        self._fallbacks: list[Any] = (
-            fallback_providers
-            if fallback_providers is not None
-            else list(self.config.get("fallback_providers", []))
-        )
-        self._user_tools = [_as_tool(t) for t in tools or ()]
-        self._toolsets = list(toolsets) if toolsets is not None else None
-        self._callbacks = callbacks
-        self.hooks = HookBus()
-        self._plugins = list(plugins or ())
-        self._store = store
-        self._owns_store = store is None
+        self._store = spec.store
+        self._owns_store = spec.store is None
         self._interrupt = InterruptSignal()
         self._writer_id = new_writer_id()
         self._turn_lock = threading.Lock()
@@ -108,10 +131,40 @@ class Agent:
             allowlist=set(self.config.get("command_allowlist", [])),
             persist_allowlist=self._persist_allowlist,
         )
-        self.parent_session_id: str | None = None
-        self.depth = 0
-        self._shared_tools: Any = None
-        """A parent's tool source (its MCP servers), shared by a delegate_task child."""
+
+    @property
+    def config(self) -> Config:
+        return self.spec.config
+
+    @property
+    def home(self) -> Path:
+        return self.spec.home
+
+    @property
+    def cwd(self) -> Path:
+        return self.spec.cwd
+
+    @property
+    def source(self) -> str:
+        return self.spec.source
+
+    @property
+    def max_iterations(self) -> int:
+        """Model calls one turn may make."""
+        return self.spec.max_iterations
+
+    @property
+    def stream(self) -> bool:
+        return self.spec.stream
+
+    @property
+    def depth(self) -> int:
+        """0 for an agent the user built; a delegate child is one deeper than its parent."""
+        return self.spec.depth
+
+    @property
+    def parent_session_id(self) -> str | None:
+        return self.spec.parent_session_id
 
     # ---- public API -------------------------------------------------------------------
 
@@ -154,7 +207,7 @@ class Agent:
         try:
             self._interrupt.clear()
             runtime = self._ensure_runtime()
-            await ensure_profile(runtime, [tool.name for tool in self._user_tools])
+            await ensure_profile(runtime, [tool.name for tool in self.spec.tools])
             session = await self._ensure_session(runtime, system_message, conversation_history)
             task = task_id or runtime.new_id()
             try:
@@ -198,6 +251,23 @@ class Agent:
                 self.events.listeners.remove(listener)
 
         return unsubscribe
+
+    def child(self, session_id: str, toolsets: list[str]) -> Agent:
+        """A `delegate_task` child working for session `session_id` with `toolsets`
+        (`AgentSpec.child`): this agent's model chain, config, hooks, store, MCP servers and
+        command allowlist; its own budget and session. Approvals are asked through the
+        child's own requests, which nobody answers, so they are denied unless
+        `delegation.approvals` (or this agent's mode) turns asking off."""
+        spec = self.spec.child(
+            toolsets=toolsets,
+            parent_session_id=session_id,
+            approval_mode=self.approvals.mode,
+            store=self.store,
+            shared_tools=self._runtime.tool_source if self._runtime is not None else None,
+        )
+        child = Agent.from_spec(spec, hooks=self.hooks)
+        child.approvals.allowlist = self.approvals.allowlist
+        return child
 
     def interrupt(self, message: str | None = None) -> None:
         """Stop the running turn cleanly (thread-safe). `message` is kept for the caller."""
@@ -359,7 +429,7 @@ class Agent:
             with paused_the_first_time("assembly"):  # the first one imports most
                 from talaria.assembly import assemble_runtime
 
-                self._runtime = assemble_runtime(self)
+                self._runtime = assemble_runtime(self, self._interrupt)
         return self._runtime
 
     async def _ensure_session(
@@ -371,7 +441,7 @@ class Agent:
         from talaria.assembly import open_session
 
         if self._session is None:
-            self._session = open_session(self, runtime, system_message)
+            self._session = open_session(self, runtime, system_message, self._session_ref)
             self.hooks.emit("on_session_start", session_id=self._session.id)
         elif system_message is not None:
             self._session.system_prompt = system_message

@@ -7,14 +7,13 @@ the parts fit, so `loop/` and `agent_tools/` never construct an Agent themselves
 
 from __future__ import annotations
 
-import copy
-import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from talaria.agent_tools.catalog import Capabilities, select_tools
 from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
+from talaria.interrupt import InterruptSignal
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.providers.factory import resolve_spec
@@ -25,25 +24,56 @@ from talaria.tools.executor import ExecutorSettings, ToolExecutor
 from talaria.tools.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
-    from talaria.agent import Agent
+    from talaria.callbacks import CallbackSink
+    from talaria.interaction import Interactions
+    from talaria.plugins.hooks import HookBus
+    from talaria.policy.approval import ApprovalState
+    from talaria.spec import AgentSpec
+    from talaria.store.base import SessionStore
 
 
-def assemble_runtime(agent: Agent) -> Runtime:
+class Agent(Protocol):
+    """What assembly reads of the agent it builds for (`talaria.agent.Agent`): its spec and
+    the parts that live while it runs."""
+
+    spec: AgentSpec
+    events: CallbackSink
+    interactions: Interactions
+    hooks: HookBus
+    approvals: ApprovalState
+
+    @property
+    def store(self) -> SessionStore: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    def add_side_usage(self, usage: Any) -> None: ...
+
+    def child(self, session_id: str, toolsets: list[str]) -> Any:
+        """A `delegate_task` child of this agent."""
+        ...
+
+
+def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> Runtime:
+    """The runtime of `agent.spec`, wired to the agent's events, requests, hooks and approvals;
+    `interrupt` is the signal `Agent.interrupt` sets (None: a fresh one nobody sets)."""
     from talaria.agent_tools.services import AgentServices
     from talaria.agent_tools.todo import TodoList
 
-    config = agent.config
-    entries, credentials = _chain_entries(agent)
+    spec = agent.spec
+    config = spec.config
+    entries, credentials = _chain_entries(spec)
     chain = ModelChain(entries)
-    memory = _memory_store(agent)
+    memory = _memory_store(spec)
     caps = Capabilities(
         can_clarify=agent.interactions.can_answer("clarify"),
         memory_enabled=memory is not None,
-        can_delegate=agent.depth == 0,
+        can_delegate=spec.depth == 0,
     )
     _load_plugins(agent)
-    extra = [*agent._user_tools, *agent.hooks.tools]
-    tools = {tool.name: tool for tool in select_tools(agent._toolsets, caps, extra)}
+    extra = [*spec.tools, *agent.hooks.tools]
+    tools = {tool.name: tool for tool in select_tools(spec.toolsets, caps, extra)}
     executor = ToolExecutor(
         tools=tools,
         hooks=agent.hooks,
@@ -53,7 +83,7 @@ def assemble_runtime(agent: Agent) -> Runtime:
             max_workers=int(config.get("agent.max_tool_workers", 8)),
             default_timeout=float(config.get("agent.tool_timeout", 600)),
             approval_timeout=float(config.get("approvals.timeout", 300)),
-            spill_dir=agent.home / "tool_outputs",
+            spill_dir=spec.home / "tool_outputs",
         ),
     )
     services = AgentServices(
@@ -73,35 +103,37 @@ def assemble_runtime(agent: Agent) -> Runtime:
         executor=executor,
         hooks=agent.hooks,
         emit=agent.events,
-        interrupt=agent._interrupt,
-        cwd=agent.cwd,
-        home=agent.home,
-        max_iterations=agent.max_iterations,
-        stream=bool(agent.stream),
+        interrupt=interrupt if interrupt is not None else InterruptSignal(),
+        cwd=spec.cwd,
+        home=spec.home,
+        max_iterations=spec.max_iterations,
+        stream=spec.stream,
         services=services,
         interactions=agent.interactions,
         clarify=_clarify(agent) if caps.can_clarify else None,
-        sandbox=SandboxPolicy.from_config(config, agent.cwd),
+        sandbox=SandboxPolicy.from_config(config, spec.cwd),
     )
-    runtime.context_engine = _context_engine(agent, runtime)
-    runtime.tool_source = _mcp_servers(agent)
+    runtime.context_engine = _context_engine(spec, runtime)
+    runtime.tool_source = _mcp_servers(spec)
     return runtime
 
 
-def _mcp_servers(agent: Agent) -> Any:
+def _mcp_servers(spec: AgentSpec) -> Any:
     """The configured MCP servers (a child shares its parent's); None without any."""
-    if not agent.config.get("mcp_servers") and agent._shared_tools is None:
+    if spec.shared_tools is not None:
+        return spec.shared_tools.shared()
+    if not spec.config.get("mcp_servers"):
         return None
     from talaria.mcp.setup import connect_configured
 
-    return connect_configured(agent.config, agent.home, agent._shared_tools, agent.cwd)
+    return connect_configured(spec.config, spec.home, cwd=spec.cwd)
 
 
-def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSource | None]]:
+def _chain_entries(spec: AgentSpec) -> tuple[list[ChainEntry], list[CredentialSource | None]]:
     """The primary and the fallbacks, each with where its key can be refreshed from."""
-    config = agent.config
-    args = agent._model_args
-    model = args["model"]
+    config = spec.config
+    choice = spec.model
+    model = choice.model
     entries: list[ChainEntry] = []
     credentials: list[CredentialSource | None] = []
     if model is not None and hasattr(model, "complete"):
@@ -112,10 +144,10 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
             ChainEntry(
                 spec=resolve_spec(
                     model=model or config.get("model.default"),
-                    provider=args["provider"] or config.get("model.provider"),
-                    base_url=args["base_url"] or config.get("model.base_url"),
-                    api_key=args["api_key"] or config.get("model.api_key"),
-                    api_mode=args["api_mode"] or config.get("model.api_mode"),
+                    provider=choice.provider or config.get("model.provider"),
+                    base_url=choice.base_url or config.get("model.base_url"),
+                    api_key=choice.api_key or config.get("model.api_key"),
+                    api_mode=choice.api_mode or config.get("model.api_mode"),
                     options=config.get("model.options", {}),
                     profiles=config.get("profiles"),
                 )
@@ -125,10 +157,10 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
             CredentialSource(
                 refresh=config.get("model.api_key_refresh"),
                 command=config.get("model.api_key_command"),
-                read_config=lambda: _file_key(agent),
+                read_config=lambda: _file_key(spec.home),
             )
         )
-    for fallback in agent._fallbacks:
+    for fallback in spec.fallbacks:
         if not isinstance(fallback, dict):
             entries.append(ChainEntry(spec=None, fixed_client=fallback))
             credentials.append(None)
@@ -154,30 +186,30 @@ def _chain_entries(agent: Agent) -> tuple[list[ChainEntry], list[CredentialSourc
     return entries, credentials
 
 
-def _file_key(agent: Agent) -> str | None:
+def _file_key(home: Path) -> str | None:
     """``model.api_key`` as the config file says now (it may have been edited mid-session)."""
     from talaria.config import read_config_file
 
-    model = read_config_file(agent.home / "config.yaml").get("model")
+    model = read_config_file(home / "config.yaml").get("model")
     key = model.get("api_key") if isinstance(model, dict) else None
     return str(key) if key else None
 
 
-def _memory_store(agent: Agent) -> Any:
-    config = agent.config
+def _memory_store(spec: AgentSpec) -> Any:
+    config = spec.config
     if not config.get("memory.enabled", True):
         return None
     from talaria.agent_tools.memory import MemoryStore
 
     return MemoryStore(
-        agent.home,
+        spec.home,
         memory_char_limit=int(config.get("memory.memory_char_limit")),
         user_char_limit=int(config.get("memory.user_char_limit")),
     )
 
 
 def _clarify(agent: Agent) -> Any:
-    timeout = float(agent.config.get("approvals.timeout", 300))
+    timeout = float(agent.spec.config.get("approvals.timeout", 300))
 
     async def ask(call_id: str, question: str, choices: list[str] | None) -> str | None:
         """The user's answer; None when the question lapsed unanswered."""
@@ -193,31 +225,35 @@ def _clarify(agent: Agent) -> Any:
 
 
 def _delegate_runner(agent: Agent) -> Any:
-    if agent.depth > 0:
+    if agent.spec.depth > 0:
         return None
     from talaria.agent_tools.delegate import ChildRunner
 
-    return ChildRunner(agent.config, functools.partial(spawn_child, agent), agent.add_side_usage)
+    return ChildRunner(agent.spec.config, agent.child, agent.add_side_usage)
 
 
-def _context_engine(agent: Agent, runtime: Runtime) -> Any:
+def _context_engine(spec: AgentSpec, runtime: Runtime) -> Any:
     from talaria.context.engine import load_context_engine
 
-    return load_context_engine(agent.config, runtime)
+    return load_context_engine(spec.config, runtime)
 
 
 def _load_plugins(agent: Agent) -> None:
-    if agent.depth > 0:
+    spec = agent.spec
+    if spec.depth > 0:
         return  # a child shares its parent's hook bus, plugins already loaded
     from talaria.plugins.loader import load_plugins
 
-    load_plugins(agent.hooks, agent.home, agent._plugins)
+    load_plugins(agent.hooks, spec.home, list(spec.plugins))
 
 
-def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> SessionHandle:
-    """Resume the named session if the store has it, else start one (with that name)."""
+def open_session(
+    agent: Agent, runtime: Runtime, system_message: str | None, session_ref: str | None
+) -> SessionHandle:
+    """Resume the session `session_ref` names if the store has it, else start one (with that
+    name, or a new id)."""
     store = agent.store
-    session_id = agent._session_ref
+    session_id = session_ref
     if session_id:
         session_id = _resolve_existing(store, session_id)
     info = store.get_session(session_id) if session_id else None
@@ -233,13 +269,13 @@ def open_session(agent: Agent, runtime: Runtime, system_message: str | None) -> 
     try:
         store.create_session(
             new_id,
-            source=agent.source,
+            source=agent.spec.source,
             model=active.model,
             provider=active.provider,
             api_mode=active.api_mode,
             system_prompt=prompt,
-            parent_session_id=agent.parent_session_id,
-            cwd=str(agent.cwd),
+            parent_session_id=agent.spec.parent_session_id,
+            cwd=str(agent.spec.cwd),
         )
     except SessionExists:  # another process started it a moment ago: join that session
         info = store.get_session(new_id)
@@ -283,8 +319,8 @@ def _system_prompt(agent: Agent, runtime: Runtime) -> str:
     memory = runtime.services.memory
     return build_system_prompt(
         PromptInputs(
-            home=agent.home,
-            cwd=Path(agent.cwd),
+            home=agent.spec.home,
+            cwd=agent.spec.cwd,
             tool_names=list(runtime.tools),
             memory_snapshot=memory.snapshot() if memory is not None else "",
             lean=runtime.profile == "lean",
@@ -292,39 +328,7 @@ def _system_prompt(agent: Agent, runtime: Runtime) -> str:
     )
 
 
-def spawn_child(parent: Agent, session_id: str, toolsets: list[str]) -> Agent:
-    """A `delegate_task` child: the parent's model chain, config (overrides included),
-    plugins and hooks, policy, sandbox and approval mode; its own budget and session.
-    Approvals are asked through the child's own interactions, which nobody answers, so they
-    are denied unless `delegation.approvals` (or the parent's mode) turns asking off."""
-    from talaria.agent import Agent
-
-    config = parent.config
-    overrides = copy.deepcopy(config.data)
-    overrides.setdefault("approvals", {})["mode"] = config.get(
-        "delegation.approvals", parent.approvals.mode
-    )
-    child = Agent(
-        **parent._model_args,
-        toolsets=toolsets,
-        max_iterations=int(config.get("delegation.max_iterations", 50)),
-        fallback_providers=parent._fallbacks,
-        home=parent.home,
-        cwd=parent.cwd,
-        stream=False,
-        store=parent.store,
-        source="subagent",
-        config=overrides,
-    )
-    child.hooks = parent.hooks
-    child.approvals.allowlist = parent.approvals.allowlist
-    child.depth = parent.depth + 1
-    child.parent_session_id = session_id
-    child._shared_tools = parent._runtime.tool_source if parent._runtime else None
-    return child
-
-
 def credential_sources(agent: Agent) -> list[CredentialSource | None]:
     """Where each chain entry's key can be re-read from, in chain order (a durable worker
     refreshes a rejected key itself: the turn's caller runs in the workflow, without keys)."""
-    return _chain_entries(agent)[1]
+    return _chain_entries(agent.spec)[1]

@@ -21,7 +21,7 @@ from talaria.tools.base import Tool, ToolContext, ToolError
 
 
 class Child(Protocol):
-    """What the runner needs of a child agent (built by `talaria.assembly.spawn_child`)."""
+    """What the runner needs of a child agent (built by `talaria.agent.Agent.child`)."""
 
     session_id: str | None
 

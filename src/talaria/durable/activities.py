@@ -143,9 +143,7 @@ class TurnActivities:
         from talaria.assembly import open_session
 
         agent, runtime = self.agents.get(turn.agent)
-        agent.session_id = turn.session_ref
-        session = open_session(agent, runtime, turn.system_message)
-        agent.session_id = None
+        session = open_session(agent, runtime, turn.system_message, turn.session_ref)
         writer = f"temporal:{activity.info().workflow_id}"  # the same on every worker
         busy = None
         try:

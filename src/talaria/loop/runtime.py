@@ -40,6 +40,10 @@ class ToolSource(Protocol):
     async def changed_tools(self, emit: EventSink, taken: Iterable[str]) -> list[Tool] | None:
         """The current tools when they changed since the last call, else None."""
 
+    def shared(self) -> ToolSource:
+        """The same tools for a delegate child, which closes nothing of them."""
+        ...
+
     def close(self) -> None: ...
 
 
