@@ -38,6 +38,10 @@ class Rule:
     verbatim: bool = False
     """`explain` says the whole problem in its own words, naming the dotted key itself (which
     entry, which fact), not only what was expected."""
+    secret: tuple[str, ...] = ()
+    """Where the value holds secrets, as dotted paths inside it (`""`: the value itself; `*`:
+    any key or list item), e.g. `("*.env.*",)`: `config show` masks them and errors do not
+    print them."""
 
     def problem(self, value: Any) -> str | None:
         if value is None and self.default is None:
@@ -90,8 +94,8 @@ def boolean(default: bool | None) -> Rule:
     return Rule(default, "true or false", lambda v: isinstance(v, bool))
 
 
-def string(default: str | None = None) -> Rule:
-    return Rule(default, "a string", lambda v: isinstance(v, str))
+def string(default: str | None = None, *, secret: bool = False) -> Rule:
+    return Rule(default, "a string", lambda v: isinstance(v, str), secret=("",) if secret else ())
 
 
 def choice(default: str | None, *options: str) -> Rule:
@@ -106,8 +110,8 @@ def strings(default: tuple[str, ...] = ()) -> Rule:
     )
 
 
-def mapping(what: str = "a mapping") -> Rule:
-    return Rule({}, what, lambda v: isinstance(v, dict))
+def mapping(what: str = "a mapping", *, secret: tuple[str, ...] = ()) -> Rule:
+    return Rule({}, what, lambda v: isinstance(v, dict), secret=secret)
 
 
 _ENGINE = re.compile(r"default|none|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
@@ -158,38 +162,53 @@ def profiles() -> Rule:
     )
 
 
-def any_value(default: Any = None) -> Rule:
-    return Rule(default, "anything", lambda v: True)
+def any_value(default: Any = None, *, secret: bool = False) -> Rule:
+    return Rule(default, "anything", lambda v: True, secret=("",) if secret else ())
 
+
+CLIENT_OPTION_SECRETS = ("default_headers.*", "headers.*", "api_key")
+"""Inside a model's client `options`: the headers it sends (an Authorization among them)."""
 
 ENTRY_RULES: dict[str, Rule] = {
     "provider": string(),
     "model": string(),
     "base_url": url(),
-    "api_key": string(),
-    "api_key_command": string(),
-    "api_key_refresh": any_value(),
+    "api_key": string(secret=True),
+    "api_key_command": string(secret=True),
+    "api_key_refresh": any_value(secret=True),
     "api_mode": choice(None, *API_MODES),
-    "options": mapping(),
+    "options": mapping(secret=CLIENT_OPTION_SECRETS),
     "fallback": Rule([], "a list of model entries", lambda v: isinstance(v, list)),
 }
 """The keys of one model entry (a `fallback_providers` item, an `auxiliary.<task>`)."""
 
 
+def _entry_secrets() -> tuple[str, ...]:
+    """The secrets of a model entry, under any name or index, and of its own fallbacks."""
+    inside = [
+        f"{name}.{path}".rstrip(".") for name, rule in ENTRY_RULES.items() for path in rule.secret
+    ]
+    return tuple(f"*.{path}" for path in inside) + tuple(f"*.fallback.*.{p}" for p in inside)
+
+
+ENTRY_SECRETS = _entry_secrets()
+
 SCHEMA: dict[str, Rule] = {
     "model.default": string(),
     "model.provider": string(),
     "model.base_url": url(),
-    "model.api_key": string(),
+    "model.api_key": string(secret=True),
     "model.api_mode": choice(None, *API_MODES),
     "model.context_length": integer(None, minimum=1),
     "model.max_tokens": integer(None, minimum=1),
     "model.first_byte_timeout": seconds(120, zero_means_off=True),
     "model.stream_idle_timeout": seconds(90, zero_means_off=True),
     "model.total_timeout": seconds(600),
-    "model.api_key_command": string(),
-    "model.api_key_refresh": any_value(),
-    "model.options": mapping("a mapping of client options (timeout, default_headers, ...)"),
+    "model.api_key_command": string(secret=True),
+    "model.api_key_refresh": any_value(secret=True),
+    "model.options": mapping(
+        "a mapping of client options (timeout, default_headers, ...)", secret=CLIENT_OPTION_SECRETS
+    ),
     "model.vision": boolean(None),
     "agent.max_turns": integer(90, minimum=1),
     "agent.max_tool_workers": integer(8, minimum=1, maximum=256),
@@ -206,12 +225,14 @@ SCHEMA: dict[str, Rule] = {
     "prompt.profile": choice("auto", "auto", "full", "lean"),
     "prompt.lean_below": integer(16384),
     "tools.text_calls": boolean(True),
-    "providers": mapping("a mapping of name -> model entry"),
+    "providers": mapping("a mapping of name -> model entry", secret=ENTRY_SECRETS),
     "profiles": profiles(),
     "prompt_caching.enabled": boolean(True),
     "prompt_caching.ttl": choice("5m", "5m", "1h"),
-    "fallback_providers": Rule([], "a list of provider entries", lambda v: isinstance(v, list)),
-    "auxiliary": mapping("a mapping of task -> model entry"),
+    "fallback_providers": Rule(
+        [], "a list of provider entries", lambda v: isinstance(v, list), secret=ENTRY_SECRETS
+    ),
+    "auxiliary": mapping("a mapping of task -> model entry", secret=ENTRY_SECRETS),
     "delegation.max_iterations": integer(50, minimum=1),
     "delegation.max_concurrent_children": integer(3, minimum=1),
     "delegation.timeout": seconds(600),
@@ -231,7 +252,10 @@ SCHEMA: dict[str, Rule] = {
     "durable.heartbeat_timeout": seconds(30),
     "durable.model_call_timeout": seconds(900),
     "durable.lease_ttl": seconds(900),
-    "mcp_servers": mapping("a mapping of server name -> {command, args, env} or {url}"),
+    "mcp_servers": mapping(
+        "a mapping of server name -> {command, args, env} or {url}",
+        secret=("*.env.*", "*.headers.*"),
+    ),
     "sandbox.mode": choice("workspace-write", "read-only", "workspace-write", "full-access"),
     "sandbox.network": boolean(False),
     "sandbox.writable_roots": strings(),
@@ -242,7 +266,7 @@ SCHEMA: dict[str, Rule] = {
     "telemetry.agent_name": string("talaria"),
     "server.host": string("127.0.0.1"),
     "server.port": integer(8642, minimum=0, maximum=65535),
-    "server.api_key": string(),
+    "server.api_key": string(secret=True),
     "server.allowed_hosts": strings(),
     "server.allowed_origins": strings(),
     "server.cors_origins": strings(),
@@ -319,7 +343,7 @@ def _walk(data: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Problem]]
         if rule is not None:
             expected = rule.problem(value)
             if expected is not None:
-                yield "bad", Problem(key, value, expected, rule.verbatim)
+                yield "bad", Problem(key, _hidden(rule, value), expected, rule.verbatim)
             else:
                 yield from _entries(key, value)
         elif key in SECTIONS:
@@ -331,6 +355,14 @@ def _walk(data: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Problem]]
                 yield "bad", Problem(key, value, f"a mapping of {key}.* settings")
         else:
             yield "unknown", Problem(key, value, "")
+
+
+HIDDEN = "(hidden)"
+
+
+def _hidden(rule: Rule, value: Any) -> Any:
+    """What an error may print of a value: nothing when the value is a secret."""
+    return HIDDEN if "" in rule.secret else value
 
 
 def _entries(key: str, value: Any) -> Iterator[tuple[str, Problem]]:
@@ -349,8 +381,8 @@ def _entries(key: str, value: Any) -> Iterator[tuple[str, Problem]]:
         for name, item in entry.items():
             rule = ENTRY_RULES.get(name)
             expected = rule.problem(item) if rule is not None else None
-            if expected is not None:
-                yield "bad", Problem(f"{label}.{name}", item, expected)
+            if rule is not None and expected is not None:
+                yield "bad", Problem(f"{label}.{name}", _hidden(rule, item), expected)
 
 
 def suggestion(key: str) -> str:

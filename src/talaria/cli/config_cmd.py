@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
 
@@ -19,8 +18,6 @@ OPEN_SECTIONS = frozenset(
     {"auxiliary", "fallback_providers", "command_allowlist", "mcp_servers", "providers", "profiles"}
 )
 """Sections whose keys are the user's to choose (e.g. auxiliary.<task>.model)."""
-
-SECRET_MARKERS = ("key", "token", "secret", "password", "authorization")
 
 
 def check_key(key: str) -> str | None:
@@ -30,17 +27,6 @@ def check_key(key: str) -> str | None:
     if key in SCHEMA or key.split(".", 1)[0] in OPEN_SECTIONS:
         return None
     return f"unknown setting {key!r}{suggestion(key)}"
-
-
-def mask_secrets(value: Any, name: str = "") -> Any:
-    """A copy of the settings with API keys and tokens shortened to their last 4 characters."""
-    if isinstance(value, dict):
-        return {key: mask_secrets(item, str(key)) for key, item in value.items()}
-    if isinstance(value, list):
-        return [mask_secrets(item, name) for item in value]
-    if isinstance(value, str) and any(marker in name.lower() for marker in SECRET_MARKERS):
-        return "…" + value[-4:] if len(value) > 8 else "…"
-    return value
 
 
 def _home(args: argparse.Namespace) -> Path:
@@ -69,13 +55,14 @@ def _show(home: Path) -> int:
     import yaml
 
     from talaria.config import Config
+    from talaria.config_masking import masked
 
     config = Config.load(home)
     path = home / "config.yaml"
     state = "" if path.exists() else " (not created yet)"
     print(f"# {path}{state}")
     print("# effective settings: config.yaml > environment > defaults")
-    print(yaml.safe_dump(mask_secrets(config.data), sort_keys=False, allow_unicode=True), end="")
+    print(yaml.safe_dump(masked(config.data), sort_keys=False, allow_unicode=True), end="")
     return EXIT_OK
 
 
@@ -85,6 +72,7 @@ def _set(home: Path, key: str | None, raw: str | None) -> int:
     import yaml
 
     from talaria.config import ConfigError, read_config_file, set_config_value
+    from talaria.config_masking import masked_setting
     from talaria.config_schema import check_value, problems
 
     if not key or raw is None:
@@ -104,8 +92,7 @@ def _set(home: Path, key: str | None, raw: str | None) -> int:
         set_config_value(path, key, value)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be written: {exc.strerror or exc}") from None
-    leaf = key.rsplit(".", 1)[-1]
-    shown = mask_secrets({leaf: value})[leaf]
+    shown = masked_setting(key, value)
     print(f"{key} = {shown if isinstance(shown, str) else json.dumps(shown)}  ({path})")
     remaining = problems(read_config_file(path))
     for left in remaining:
