@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "background": SUPPORT,
     # What the engine uses: each is usable alone, none knows the loop or the agent.
     "config_schema": SERVICES,
+    "config_masking": SERVICES,
     "config": SERVICES,
     "messages": SERVICES,
     "prompt": SERVICES,
