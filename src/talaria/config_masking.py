@@ -108,5 +108,4 @@ def _without_password(text: str) -> str:
         return text
     if not password:
         return text
-    netloc = parts.netloc.replace(f":{password}@", f":{MASK}@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    return text.replace(f":{password}@", f":{MASK}@", 1)
