@@ -177,16 +177,20 @@ def test_terminal_tools_are_registered_with_their_public_names() -> None:
     }
 
 
-def test_commands_never_see_the_agents_model_keys(
+def test_commands_get_an_allowlisted_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-openai")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-secret-groq")
+    monkeypatch.setenv("TALARIA_SERVER_KEY", "server-secret")
     monkeypatch.setenv("PROJECT_SETTING", "visible")
-    script = 'echo "[$OPENAI_API_KEY][$ANTHROPIC_API_KEY][$PROJECT_SETTING]"'
-    assert "[][][visible]" in terminal(script, _ctx(tmp_path))
-    monkeypatch.setenv("TALARIA_TOOL_ENV_PASSTHROUGH", "ANTHROPIC_API_KEY")
-    assert "[][sk-ant-secret][visible]" in terminal(script, _ctx(tmp_path))
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    script = (
+        'echo "[$OPENAI_API_KEY][$GROQ_API_KEY][$TALARIA_SERVER_KEY][$PROJECT_SETTING][$LC_ALL]"'
+    )
+    assert "[][][][][C.UTF-8]" in terminal(script, _ctx(tmp_path))
+    monkeypatch.setenv("TALARIA_TOOL_ENV_PASSTHROUGH", "GROQ_API_KEY, PROJECT_SETTING")
+    assert "[][gsk-secret-groq][][visible][C.UTF-8]" in terminal(script, _ctx(tmp_path))
 
 
 def test_background_processes_follow_the_conversation_into_a_new_session(tmp_path: Path) -> None:

@@ -261,6 +261,7 @@ SCHEMA: dict[str, Rule] = {
     "sandbox.writable_roots": strings(),
     "sandbox.required": boolean(False),
     "sandbox.bwrap_path": string(),
+    "sandbox.hidden_paths": strings(),
     "telemetry.enabled": boolean(False),
     "telemetry.capture_content": boolean(False),
     "telemetry.agent_name": string("talaria"),

@@ -63,7 +63,7 @@ def make_agent(
     return Agent(
         model="scripted-model",
         base_url=server.openai_base_url,
-        api_key="test-key",
+        api_key=kw.pop("api_key", "test-key"),
         home=kw.pop("home", world["th"]),
         cwd=kw.pop("cwd", world["work"]),
         toolsets=["terminal", "file"],

@@ -56,14 +56,40 @@ def _patterns() -> _Patterns:
 
 
 _known: dict[str, str] = {}
+_encoded: set[str] = set()
+"""The base64 forms among `_known`: `base64` wraps its output, so these are also looked for
+across line breaks."""
 _known_lock = threading.Lock()
 
 
 def remember_secret(value: str | None, label: str = "configured-key") -> None:
-    """Redact `value` wherever it appears from now on (the agent's own API keys)."""
+    """Redact `value` wherever it appears from now on (the agent's own API keys), also
+    reversed and base64-encoded (`rev`, `base64` and both together cannot carry it out)."""
     if value and len(value) >= MIN_REMEMBERED:
+        plain, encoded = _disguises(value)
         with _known_lock:
-            _known[value] = label
+            for form in (*plain, *encoded):
+                _known.setdefault(form, label)
+            _encoded.update(encoded)
+
+
+def _disguises(value: str) -> tuple[list[str], list[str]]:
+    """`value` as itself and reversed; and base64-encoded (standard and URL-safe alphabets,
+    the value and its reverse, the encoding and its reverse) at each of the three alignments
+    a longer stream can put it in: the characters that depend on the value alone."""
+    import base64
+
+    encoded: list[str] = []
+    for text in (value, value[::-1]):
+        data = text.encode("utf-8")
+        for start in range(3):
+            whole = data[start:][: (len(data) - start) // 3 * 3]
+            form = base64.b64encode(whole).decode("ascii")
+            encoded += [form, form.translate(_URLSAFE), form[::-1]]
+    return [value, value[::-1]], [f for f in dict.fromkeys(encoded) if len(f) >= MIN_REMEMBERED]
+
+
+_URLSAFE = str.maketrans("+/", "-_")
 
 
 def _marker(label: str) -> str:
@@ -76,9 +102,13 @@ def redact(text: str) -> str:
         return text
     with _known_lock:
         known = sorted(_known.items(), key=lambda item: -len(item[0]))
+        encoded = set(_encoded)
+    flat = text.replace("\n", "") if "\n" in text else None
     for value, label in known:
         if value in text:
             text = text.replace(value, _marker(label))
+        elif flat is not None and value in encoded and value in flat:
+            text = re.sub(r"\r?\n?".join(map(re.escape, value)), _marker(label), text)
     patterns = _patterns()
     for label, shape in patterns.shapes:
         text = shape.sub(_marker(label), text)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
+from talaria.messages.redact import remember_secret
 from talaria.values import mutable
 
 MIN_KEY_LENGTH = 16
@@ -85,6 +86,7 @@ class ServerSettings:
         one prints the page's address with its key instead (`talaria serve`)."""
         if not self.api_key:
             self.api_key = secrets.token_urlsafe(32)
+        remember_secret(self.api_key, "server-key")  # never in a tool result, plain or encoded
         return self.api_key
 
     def refusal(self) -> str | None:

@@ -71,6 +71,8 @@ class SandboxPolicy:
     """The talaria home, kept read-only inside the sandbox."""
     bwrap_path: str = ""
     """The bubblewrap to use (`sandbox.bwrap_path`); empty: the system's (`sandbox_probe`)."""
+    hidden_paths: tuple[str, ...] = ()
+    """More secrets to hide from commands (`sandbox.hidden_paths`; see `hidden_paths`)."""
     roots: tuple[Root, ...] = ()
     """Where writes may go: resolved once, never again per command (see `resolve`)."""
     found: dict[str, list[Path]] = field(default_factory=dict, compare=False, repr=False)
@@ -87,6 +89,7 @@ class SandboxPolicy:
             required=bool(config.get("sandbox.required", False)),
             home=Path(config.home),
             bwrap_path=str(config.get("sandbox.bwrap_path", "") or ""),
+            hidden_paths=tuple(str(path) for path in config.get("sandbox.hidden_paths", []) or []),
         )
 
     @classmethod
@@ -100,6 +103,7 @@ class SandboxPolicy:
         required: bool = False,
         home: Path | None = None,
         bwrap_path: str = "",
+        hidden_paths: tuple[str, ...] = (),
     ) -> SandboxPolicy:
         """A policy whose roots are `cwd` and `writable_roots` as real directories now: a
         relative root that a command later replaces with a link (to ~, say) widens nothing."""
@@ -113,7 +117,9 @@ class SandboxPolicy:
                     continue
                 if real.is_dir() and all(root.path != real for root in roots):
                     roots.append(Root(real, info.st_dev, info.st_ino))
-        return cls(mode, network, writable_roots, required, home, bwrap_path, tuple(roots))
+        return cls(
+            mode, network, writable_roots, required, home, bwrap_path, hidden_paths, tuple(roots)
+        )
 
     @property
     def confines(self) -> bool:
@@ -146,6 +152,25 @@ class SandboxPolicy:
 
             self.found["mounts"] = protected_mounts(self.root_paths, self.home)
         return self.found["mounts"]
+
+    def hidden(self) -> list[Path]:
+        """The secrets commands must not read (`hidden_paths`), found on first use; those in
+        the real /tmp are left out (the sandbox's /tmp is private, so they are not there)."""
+        if "hidden" not in self.found:
+            from talaria.tools.hidden_paths import hidden_mounts
+
+            found = hidden_mounts(self.home, self.hidden_paths)
+            seen = [p for p in found if not _under(p, Path("/tmp")) or self.inside(p)]
+            self.found["hidden"] = [
+                path
+                for path in seen
+                if not any(_under(path, other) for other in seen if other != path)
+            ]
+        return self.found["hidden"]
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
 
 def check_roots(policy: SandboxPolicy) -> None:
@@ -181,6 +206,11 @@ def bwrap_argv(bwrap: str, policy: SandboxPolicy, cwd: Path, seccomp: bool = Fal
         argv += ["--bind", str(root), str(root)]
     for path in policy.protected():
         argv += ["--ro-bind", str(path), str(path)]
+    for path in policy.hidden():
+        if path.is_dir():
+            argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            argv += ["--ro-bind", "/dev/null", str(path)]
     return [*argv, "--chdir", str(cwd), "--"]
 
 

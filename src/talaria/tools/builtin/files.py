@@ -249,49 +249,103 @@ def _display(path: Path, cwd: Path) -> str:
     return os.path.relpath(path, cwd) if path.is_relative_to(cwd) else str(path)
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Files under `root` in a stable order, skipping hidden and vendored directories."""
+class _Secrets:
+    """Which files a search leaves out (`talaria.tools.hidden_paths`): secrets, credential
+    stores, the sandbox's hidden paths, and any file holding a private key. A file the search
+    was pointed at, and whose reading the user approved, is the one exception."""
+
+    def __init__(self, root: Path, ctx: ToolContext) -> None:
+        from talaria.tools.secret_files import secret_reason
+
+        self.home = ctx.home
+        self.extra = ctx.sandbox.hidden_paths if ctx.sandbox is not None else ()
+        self.approved = root if secret_reason(root, ctx.home) is not None else None
+        self.seen: dict[str, bool] = {}
+
+    def hides(self, path: Path) -> bool:
+        from talaria.tools.hidden_paths import concealed
+
+        return path != self.approved and concealed(path, self.home, self.extra)
+
+    def leaves_out(self, path: Path) -> bool:
+        """For a file a search found: hidden, or holding a private key (asked once per file)."""
+        key = str(path)
+        if key not in self.seen:
+            self.seen[key] = self.hides(path) or _holds_a_key(path)
+        return self.seen[key]
+
+
+def _holds_a_key(path: Path) -> bool:
+    from talaria.tools.hidden_paths import holds_a_key
+
+    try:
+        with open(path, "rb") as handle:
+            return holds_a_key(handle.read(_SNIFF_BYTES))
+    except OSError:
+        return True
+
+
+def _walk(root: Path, secrets: _Secrets) -> Iterator[Path]:
+    """Files under `root` in a stable order, skipping hidden, vendored and secret places."""
+    if secrets.hides(root):
+        return
     if root.is_file():
         yield root
         return
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and d not in _SKIP_DIRS and not secrets.hides(Path(folder, d))
+        )
         for name in sorted(files):
-            yield Path(folder) / name
+            if not secrets.hides(Path(folder, name)):
+                yield Path(folder) / name
+
+
+def _match(shown: str, number: int | str, text: str) -> str:
+    """One search result; the text is redacted on its own, so the `path:line:` prefix cannot
+    hide a `NAME=value` secret from the redaction."""
+    from talaria.messages.redact import redact
+
+    return f"{shown}:{number}:{redact(text)}"
 
 
 def _grep_python(regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[str]:
-    from talaria.tools.secret_files import secret_reason
+    from talaria.tools.hidden_paths import holds_a_key
 
     found: list[str] = []
-    for file in _walk(root):
+    for file in _walk(root, _Secrets(root, ctx)):
         if ctx.interrupt.is_set() or len(found) > MAX_MATCHES:
             break
-        if file != root and secret_reason(file, ctx.home) is not None:
-            continue  # a directory search never shows .env or key files (read_file asks)
         try:
             if file.stat().st_size > _MAX_SEARCH_BYTES:
                 continue
             data = file.read_bytes()
         except OSError:
             continue
-        if b"\0" in data[:_SNIFF_BYTES]:
+        if b"\0" in data[:_SNIFF_BYTES] or holds_a_key(data[:_SNIFF_BYTES]):
             continue
         shown = _display(file, ctx.cwd)
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
             if regex.search(line):
-                found.append(f"{shown}:{number}:{line[:MAX_MATCH_CHARS]}")
+                found.append(_match(shown, number, line[:MAX_MATCH_CHARS]))
     return found
 
 
 def _grep_rg(rg: str, pattern: str, root: Path, ctx: ToolContext) -> list[str]:
-    """ripgrep, read only as far as the cap (it respects .gitignore, which the fallback cannot)."""
+    """ripgrep, read only as far as the cap (it respects .gitignore, which the fallback cannot);
+    each hit's file is checked as the fallback checks it before its line is kept."""
+    secrets = _Secrets(root, ctx)
+    if secrets.hides(root):
+        return []
     excluded = [*sorted(_SKIP_DIRS), *_SECRET_GLOBS]
     skipped = [argument for name in excluded for argument in ("--glob", f"!{name}")]
     command = [
         rg,
         "--line-number",
         "--with-filename",
+        "--null",
         "--sort",
         "path",
         *skipped,
@@ -315,7 +369,11 @@ def _grep_rg(rg: str, pattern: str, root: Path, ctx: ToolContext) -> list[str]:
     assert proc.stdout is not None and proc.stderr is not None
     found: list[str] = []
     for raw in proc.stdout:
-        found.append(raw.decode("utf-8", "replace").rstrip("\n").removeprefix("./"))
+        name, _, rest = raw.decode("utf-8", "replace").rstrip("\n").partition("\0")
+        number, _, text = rest.partition(":")
+        if secrets.leaves_out(ctx.cwd / name):
+            continue
+        found.append(_match(name.removeprefix("./"), number, text))
         if len(found) > MAX_MATCHES or ctx.interrupt.is_set():
             proc.kill()
             break
@@ -330,7 +388,7 @@ def _find_names(pattern: str, root: Path, ctx: ToolContext) -> list[str]:
     word matches any name containing it."""
     glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
     found: list[str] = []
-    for file in _walk(root):
+    for file in _walk(root, _Secrets(root, ctx)):
         if ctx.interrupt.is_set() or len(found) > MAX_MATCHES:
             break
         subject = str(file.relative_to(root)) if "/" in glob else file.name

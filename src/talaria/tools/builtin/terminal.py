@@ -33,21 +33,63 @@ DRAIN_GRACE = 1.0
 """How long output may keep flowing after the shell exits (children still holding the pipe)."""
 
 
-MODEL_CREDENTIALS = frozenset({"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"})
-"""The agent's own model keys: a command the model writes (or a prompt injection) never sees
-them. List one in TALARIA_TOOL_ENV_PASSTHROUGH (comma-separated) to hand it through."""
+ENV_ALLOWED = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "TERM",
+        "COLORTERM",
+        "NO_COLOR",
+        "TMPDIR",
+        "TZ",
+        "LANG",
+        "LANGUAGE",
+        "http_proxy",
+        "https_proxy",
+        "ftp_proxy",
+        "all_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "FTP_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "VIRTUAL_ENV",
+        "JAVA_HOME",
+        "GOPATH",
+        "GOROOT",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "CI",
+    }
+)
+"""What a command inherits from the agent's environment (plus every `LC_*` locale variable):
+an allowlist, so a key the agent holds under any name (`GROQ_API_KEY`, `TALARIA_SERVER_KEY`,
+a cloud token) never reaches a command the model wrote. More names, comma-separated, in
+TALARIA_TOOL_ENV_PASSTHROUGH."""
 
 
 def shell_env() -> dict[str, str]:
-    """The environment commands run with: the agent's own, minus its model credentials and
-    anything interactive."""
+    """The environment commands run with: the allowlisted part of the agent's own, the names
+    in TALARIA_TOOL_ENV_PASSTHROUGH, and nothing interactive."""
     passthrough = set(
         os.environ.get("TALARIA_TOOL_ENV_PASSTHROUGH", "").replace(" ", "").split(",")
     )
     env = {
         name: value
         for name, value in os.environ.items()
-        if name not in MODEL_CREDENTIALS or name in passthrough
+        if name in ENV_ALLOWED or name.startswith("LC_") or name in passthrough
     }
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_EDITOR="true")
     return env
