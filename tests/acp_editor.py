@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import acp
+import pytest
 import yaml
 from acp.schema import (
     AgentMessageChunk,
@@ -58,6 +60,19 @@ def model_options(server: ScriptedProvider) -> list[str]:
 
 def agent_command(server: ScriptedProvider, *extra: str) -> list[str]:
     return [sys.executable, "-m", "talaria.cli.main", "acp", *model_options(server), *extra]
+
+
+def acpx_binary() -> str:
+    """acpx, an ACP client no one here wrote (CI installs it into .tools/npm)."""
+    local = (
+        Path(__file__).resolve().parents[1] / ".tools" / "npm" / "node_modules" / ".bin" / "acpx"
+    )
+    found = str(local) if local.exists() else shutil.which("acpx")
+    if found:
+        return found
+    if os.environ.get("CI") == "true":
+        pytest.fail("acpx is missing: .ci/run installs acpx@0.1.15 into .tools/npm")
+    pytest.skip("acpx not installed (npm install --prefix .tools/npm acpx@0.1.15)")
 
 
 def talaria_cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:

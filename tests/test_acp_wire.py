@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from acp_editor import agent_command, agent_env
+from acp_editor import acpx_binary, agent_command, agent_env
 from talaria.testing import call, text
 
 pytestmark = pytest.mark.timeout(180)
@@ -122,18 +121,8 @@ def test_import_talaria_and_version_do_not_load_the_acp_sdk():
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
-def _acpx() -> str:
-    local = REPO / ".tools" / "npm" / "node_modules" / ".bin" / "acpx"
-    found = str(local) if local.exists() else shutil.which("acpx")
-    if found:
-        return found
-    if os.environ.get("CI") == "true":
-        pytest.fail("acpx is missing: .ci/run installs acpx@0.1.15 into .tools/npm")
-    pytest.skip("acpx not installed (npm install --prefix .tools/npm acpx@0.1.15)")
-
-
 def test_acpx_runs_a_turn_with_a_command_in_its_terminal(provider, tmp_path):
-    acpx = _acpx()
+    acpx = acpx_binary()
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()

@@ -196,7 +196,6 @@ class Agent:
         task_id: str | None = None,
     ) -> dict[str, Any]:
         with paused_the_first_time("turn imports"):
-            from talaria.loop.profile import ensure_profile
             from talaria.loop.turn import busy_result, result_dict, run_turn
             from talaria.store.base import SessionBusy
             from talaria.tools.process_tracking import kill_owned
@@ -206,9 +205,7 @@ class Agent:
             raise RuntimeError("this agent is already running a turn; interrupt() it first")
         try:
             self._interrupt.clear()
-            runtime = self._ensure_runtime()
-            await ensure_profile(runtime, [tool.name for tool in self.spec.tools])
-            session = await self._ensure_session(runtime, system_message, conversation_history)
+            runtime, session = await self._opened(system_message, conversation_history)
             task = task_id or runtime.new_id()
             try:
                 await session.begin_turn(self._writer_id)
@@ -431,6 +428,32 @@ class Agent:
 
                 self._runtime = assemble_runtime(self, self._interrupt)
         return self._runtime
+
+    async def astart_session(self) -> str:
+        """Open the session now (create it in the store, or load the stored one) instead of at
+        the first turn, and return its id: a front end that hands the id out before any turn
+        (ACP's session/new) makes it listable and resumable at once."""
+        if not self._turn_lock.acquire(blocking=False):
+            raise RuntimeError("this agent is already running a turn; interrupt() it first")
+        try:
+            _, session = await self._opened(None, None)
+            return session.id
+        finally:
+            self._turn_lock.release()
+
+    async def _opened(
+        self,
+        system_message: str | None,
+        conversation_history: Sequence[Mapping[str, Any]] | None,
+    ) -> tuple[Runtime, SessionHandle]:
+        """The runtime and the session a turn runs on (the prompt profile settled first: the
+        system prompt a new session stores depends on it)."""
+        from talaria.loop.profile import ensure_profile
+
+        runtime = self._ensure_runtime()
+        await ensure_profile(runtime, [tool.name for tool in self.spec.tools])
+        session = await self._ensure_session(runtime, system_message, conversation_history)
+        return runtime, session
 
     async def _ensure_session(
         self,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,30 +39,17 @@ def decode_cursor(cursor: str | None) -> int:
     return int(number)
 
 
-def session_page(
-    store: Any, cwd: str | None, cursor: str | None, live: Iterable[Any] = ()
-) -> ListSessionsResponse:
-    """One page from the store. Sessions open here (`live`, newest first) that have no stored
-    turn yet are the newest of all, so they lead the first page."""
+def session_page(store: Any, cwd: str | None, cursor: str | None) -> ListSessionsResponse:
+    """One page from the store (a session is stored from its `session/new` on)."""
     if cwd is not None and not cwd.startswith("/"):
         raise invalid(f"session/list: cwd must be an absolute path, got {cwd!r}")
     offset = decode_cursor(cursor)
     rows = store.list_sessions(limit=PAGE_SIZE + 1, offset=offset, cwd=cwd)
     listed = [session_info(row) for row in rows[:PAGE_SIZE] if row.cwd]
-    if offset == 0:
-        listed = [*_unsaved(store, live, cwd), *listed]
     more = len(rows) > PAGE_SIZE
     return ListSessionsResponse(
         sessions=listed, next_cursor=encode_cursor(offset + PAGE_SIZE) if more else None
     )
-
-
-def _unsaved(store: Any, live: Iterable[Any], cwd: str | None) -> list[SessionInfo]:
-    return [
-        SessionInfo(session_id=s.id, cwd=str(s.cwd), updated_at=iso_time(s.opened_at))
-        for s in live
-        if (cwd is None or str(s.cwd) == cwd) and store.get_session(s.id) is None
-    ]
 
 
 def session_info(row: Any) -> SessionInfo:

@@ -34,12 +34,13 @@ from acp.schema import (
 )
 
 from talaria import __version__
-from talaria.acp.errors import invalid
+from talaria.acp.errors import invalid, reasoned
 from talaria.acp.listing import session_page
 from talaria.acp.mcp_servers import editor_servers
 from talaria.acp.modes import MODE_IDS, SANDBOX_OPTION
 from talaria.acp.session import AcpSession, SessionSettings
 from talaria.loop.session import new_session_id
+from talaria.store.factory import store_location
 
 log = logging.getLogger("talaria.acp")
 
@@ -65,6 +66,7 @@ class TalariaAcpAgent:
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
 
+    @reasoned
     async def initialize(
         self,
         protocol_version: int,
@@ -90,19 +92,27 @@ class TalariaAcpAgent:
             agent_info=Implementation(name="talaria", title="talaria", version=__version__),
         )
 
+    @reasoned
     async def authenticate(self, method_id: str, **_: Any) -> None:
         return None  # keys come from the config, the environment or --api-key
 
+    @reasoned
     async def new_session(
         self, cwd: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
         session = self._open(new_session_id(), cwd, mcp_servers)
+        try:  # stored now, so that a client may list it, or prompt it from another process
+            await session.agent.astart_session()
+        except BaseException:
+            await self._drop(session)
+            raise
         return NewSessionResponse(
             session_id=session.id,
             modes=session.modes.state(),
             config_options=session.config_options(),
         )
 
+    @reasoned
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> LoadSessionResponse:
@@ -112,6 +122,7 @@ class TalariaAcpAgent:
             modes=session.modes.state(), config_options=session.config_options()
         )
 
+    @reasoned
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **_: Any
     ) -> ResumeSessionResponse:
@@ -121,16 +132,17 @@ class TalariaAcpAgent:
             modes=session.modes.state(), config_options=session.config_options()
         )
 
+    @reasoned
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_: Any
     ) -> ListSessionsResponse:
-        live = list(reversed(self._sessions.values()))
         store = await asyncio.to_thread(self._settings.open_store)
         try:
-            return await asyncio.to_thread(session_page, store, cwd, cursor, live)
+            return await asyncio.to_thread(session_page, store, cwd, cursor)
         finally:
             store.close()
 
+    @reasoned
     async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
         session = self._session(session_id)
         self._sessions.pop(session_id, None)
@@ -141,6 +153,7 @@ class TalariaAcpAgent:
             log.warning("session %s did not close cleanly", session_id, exc_info=True)
         return CloseSessionResponse()
 
+    @reasoned
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_: Any
     ) -> SetSessionModeResponse:
@@ -150,6 +163,7 @@ class TalariaAcpAgent:
         session.modes.set(mode_id)
         return SetSessionModeResponse()
 
+    @reasoned
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **_: Any
     ) -> SetSessionConfigOptionResponse:
@@ -159,6 +173,7 @@ class TalariaAcpAgent:
         session.set_sandbox(str(value))
         return SetSessionConfigOptionResponse(config_options=session.config_options())
 
+    @reasoned
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         stop = await self._session(session_id).prompt(prompt)
         return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]
@@ -198,7 +213,7 @@ class TalariaAcpAgent:
         session = self._open(session_id, cwd, mcp_servers)
         if session.agent.store.get_session(session_id) is None:
             await self._drop(session)
-            raise invalid(f"no session {session_id!r} in {session.agent.home}")
+            raise invalid(f"no session {session_id!r} in {store_location(session.agent.config)}")
         self._closed.discard(session_id)
         return session
 

@@ -12,7 +12,6 @@ import asyncio
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
@@ -116,7 +115,6 @@ class AcpSession:
         self._cancelled = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self.opened_at = time.time()
         self._images = settings.images
         self.updates = UpdateStream(conn, acp_id)
         notes = CallNotes()
