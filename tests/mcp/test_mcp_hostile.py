@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from helpers import scripted_agent, tool_results
 from mcp_support import everything, sent_tool_names
@@ -225,3 +227,27 @@ def test_a_saved_file_whose_bytes_are_no_image_is_never_sent_as_one(tmp_path) ->
     (added,) = [m for m in with_tool_images(history, folder) if m not in history]
     urls = [part["image_url"]["url"] for part in added["content"][1:]]
     assert urls == ["data:image/png;base64," + base64.b64encode(real).decode()]
+
+
+def test_mcp_add_sandbox_and_list_show_the_caps(tmp_path, hostile) -> None:
+    if not sandbox_support().available:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs bubblewrap: {sandbox_support().detail}")
+        pytest.skip(sandbox_support().detail)
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+
+    def talaria(*argv: str) -> str:
+        command = [sys.executable, "-m", "talaria.cli.main", "mcp", *argv]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=workspace, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    server = [hostile["command"], *hostile["args"]]
+    talaria(
+        "add", "--sandbox", "--approval", "allow", "--home", str(home), "hostile", "--", *server
+    )
+    assert yaml.safe_load((home / "config.yaml").read_text())["mcp_servers"]["hostile"]["sandbox"]
+    listing = talaria("list", "--home", str(home)).splitlines()
+    assert listing[0].startswith("hostile (stdio") and listing[0].endswith("- ready")
+    assert len([line for line in listing if line.startswith("  mcp__hostile__")]) == 128
+    assert any("9876 are left out" in line for line in listing)

@@ -31,6 +31,9 @@ def add_parser(commands: Any, add_model_options: Any) -> None:
     add.add_argument("--cwd")
     add.add_argument("--approval", choices=["ask", "allow"])
     add.add_argument("--timeout", type=float, help="seconds one tool call may take")
+    add.add_argument(
+        "--sandbox", action="store_true", help="run the (stdio) server inside the command sandbox"
+    )
     add.add_argument("--home")
     add.add_argument(
         "server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="[ARGS...]"
@@ -103,6 +106,7 @@ def _add(args: argparse.Namespace) -> int:
         "cwd": args.cwd,
         "approval": args.approval,
         "timeout": args.timeout,
+        "sandbox": args.sandbox,
     }
     entry.update({key: value for key, value in optional.items() if value})
     parse_servers({args.name: entry})
