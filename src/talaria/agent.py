@@ -22,6 +22,7 @@ from talaria.events import Event
 from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
 from talaria.loop.session import SessionHandle
+from talaria.loop.steering import Steering
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
 from talaria.spec import AgentSpec, ModelChoice
@@ -122,6 +123,7 @@ class Agent:
         self._store = spec.store
         self._owns_store = spec.store is None
         self._interrupt = InterruptSignal()
+        self._steering = Steering(self.events)
         self._writer_id = new_writer_id()
         self._turn_lock = threading.Lock()
         self._runtime: Runtime | None = None
@@ -195,32 +197,49 @@ class Agent:
         conversation_history: Sequence[Mapping[str, Any]] | None = None,
         task_id: str | None = None,
     ) -> dict[str, Any]:
+        content = _checked_content(user_message)
+        if not self._turn_lock.acquire(blocking=False):
+            raise RuntimeError("this agent is already running a turn; interrupt() it first")
+        try:
+            result = await self._turn(content, system_message, conversation_history, task_id)
+            while (note := self._steering.next_message(result["turn_exit_reason"])) is not None:
+                task = self._ensure_runtime().new_id()
+                self._steering.started(note, task)
+                result = await self._turn(note.text, None, None, task)
+            return result
+        finally:
+            self._turn_lock.release()
+
+    async def _turn(
+        self,
+        content: Content,
+        system_message: str | None,
+        conversation_history: Sequence[Mapping[str, Any]] | None,
+        task_id: str | None,
+    ) -> dict[str, Any]:
         with paused_the_first_time("turn imports"):
             from talaria.loop.turn import busy_result, result_dict, run_turn
             from talaria.store.base import SessionBusy
             from talaria.tools.process_tracking import kill_owned
 
-        content = _checked_content(user_message)
-        if not self._turn_lock.acquire(blocking=False):
-            raise RuntimeError("this agent is already running a turn; interrupt() it first")
+        self._interrupt.clear()
+        runtime, session = await self._opened(system_message, conversation_history)
+        self._steering.attach(session.store, session.id)
+        task = task_id or runtime.new_id()
         try:
-            self._interrupt.clear()
-            runtime, session = await self._opened(system_message, conversation_history)
-            task = task_id or runtime.new_id()
-            try:
-                await session.begin_turn(self._writer_id)
-            except SessionBusy as busy:
-                return busy_result(busy, session, task)
-            try:
-                runtime.services.session_id = session.id
-                state = await run_turn(runtime, session, content, task)
-            finally:
-                kill_owned(session.id, background=False)  # nothing of the turn outlives it
-                await _release_quietly(session)
-            self._record_turn(session, state)
-            return result_dict(state, session, self._interrupt.message)
+            await session.begin_turn(self._writer_id)
+        except SessionBusy as busy:
+            return busy_result(busy, session, task)
+        self._steering.begin_turn(task)
+        try:
+            runtime.services.session_id = session.id
+            state = await run_turn(runtime, session, content, task)
         finally:
-            self._turn_lock.release()
+            self._steering.end_turn()
+            kill_owned(session.id, background=False)  # nothing of the turn outlives it
+            await _release_quietly(session)
+        self._record_turn(session, state)
+        return result_dict(state, session, self._interrupt.message)
 
     def respond(self, request_id: str, answer: object) -> bool:
         """Answer a pending approval ("once" | "session" | "always" | "deny") or clarify
@@ -266,9 +285,40 @@ class Agent:
         child.approvals.allowlist = self.approvals.allowlist
         return child
 
-    def interrupt(self, message: str | None = None) -> None:
-        """Stop the running turn cleanly (thread-safe). `message` is kept for the caller."""
-        self._interrupt.set(message)
+    def interrupt(
+        self, message: str | None = None, *, turn_id: str | None = None, reason: str | None = None
+    ) -> None:
+        """Stop the running turn cleanly (thread-safe). `message` is what the user said
+        instead: it runs as the next turn once this one has stopped. `reason` only says why
+        (the result's `interrupt_message`). With `turn_id`, a turn that is not the one
+        running is refused (`TurnMismatch`): a late click stops nothing by mistake."""
+        if message is not None:
+            self._steering.interrupting(message, turn_id)
+        else:
+            self._steering.inbox.check_turn(turn_id)
+        self._interrupt.set(message if message is not None else reason)
+
+    def steer(self, text: str, *, turn_id: str | None = None) -> str:
+        """Add a note for the running turn (thread-safe): the model reads it with its next
+        call, after the current tool results. With no model call left (or no turn running)
+        it becomes a queued message, and a `MessageQueued` event says so. Returns the id the
+        `SteerAccepted`/`SteerDelivered` (or `MessageQueued`) events name it by."""
+        return self._steering.steer(text, turn_id)
+
+    def queue(self, text: str) -> str:
+        """Run `text` as a turn of its own once the running one ends (thread-safe; kept in
+        the store with the session until it runs). Returns its id (`MessageQueued`)."""
+        return self._steering.queue(text)
+
+    @property
+    def queued_messages(self) -> list[str]:
+        """The messages waiting to run, in order."""
+        return [note.text for note in self._steering.inbox.queued()]
+
+    @property
+    def running_turn(self) -> str | None:
+        """The task id of the turn running now (what `steer`/`interrupt` may name)."""
+        return self._steering.inbox.running_turn
 
     def add_side_usage(self, usage: Any) -> None:
         """Count usage spent on this agent's behalf (children, side tasks) in the turn."""
@@ -427,6 +477,7 @@ class Agent:
                 from talaria.assembly import assemble_runtime
 
                 self._runtime = assemble_runtime(self, self._interrupt)
+                self._runtime.steering = self._steering.inbox
         return self._runtime
 
     async def astart_session(self) -> str:

@@ -164,6 +164,45 @@ class TurnFinished:
     api_calls: int
 
 
+@frozen(slots=True)
+class SteerAccepted:
+    """A steer reached the running turn: it goes to the model with the turn's next call."""
+
+    steer_id: str
+    text: str
+    task_id: str
+
+
+@frozen(slots=True)
+class SteerDelivered:
+    """Steers were added to the conversation (after the tool results) for model call
+    `iteration` of turn `task_id`."""
+
+    steer_ids: list[str]
+    iteration: int
+    task_id: str
+
+
+@frozen(slots=True)
+class MessageQueued:
+    """A message waits to run as a turn of its own (`position` counts from 1);
+    `from_steer`: a steer that came after the turn's last model call, or between turns."""
+
+    message_id: str
+    text: str
+    position: int
+    from_steer: bool = False
+
+
+@frozen(slots=True)
+class QueuedMessageStarted:
+    """A queued message's turn begins (its TurnStarted follows)."""
+
+    message_id: str
+    text: str
+    task_id: str
+
+
 Event = (
     TurnStarted
     | StatusChanged
@@ -181,6 +220,10 @@ Event = (
     | StepFinished
     | Notice
     | TurnFinished
+    | SteerAccepted
+    | SteerDelivered
+    | MessageQueued
+    | QueuedMessageStarted
 )
 
 EventSink = Callable[[Event], None]

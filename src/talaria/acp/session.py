@@ -193,7 +193,7 @@ class AcpSession:
 
     def cancel(self) -> None:
         self._cancelled = True
-        self.agent.interrupt("cancelled by the editor")
+        self.agent.interrupt(reason="cancelled by the editor")
 
     async def end(self) -> None:
         """`session/close`: stop a running turn (its prompt answers `cancelled`), wait for

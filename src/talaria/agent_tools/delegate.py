@@ -33,7 +33,9 @@ class Child(Protocol):
         task_id: str | None = None,
     ) -> dict[str, Any]: ...
 
-    def interrupt(self, message: str | None = None) -> None: ...
+    def interrupt(
+        self, message: str | None = None, *, turn_id: str | None = None, reason: str | None = None
+    ) -> None: ...
 
     def close(self) -> None: ...
 
@@ -105,7 +107,7 @@ class ChildRunner:
                 for index, future in enumerate(futures):
                     if not future.done():
                         statuses[index] = reason
-                        children[index].interrupt(f"parent {reason}")
+                        children[index].interrupt(reason=f"parent {reason}")
                 concurrent.futures.wait(futures, timeout=5)
                 break
             concurrent.futures.wait(futures, timeout=0.1)

@@ -543,7 +543,7 @@ class Chat:
 
     def interrupt(self, reason: str | None) -> None:
         self.broker.cancel()
-        self.agent.interrupt(reason)
+        self.agent.interrupt(reason=reason)
 
     def toggle_reasoning(self) -> bool:
         self.renderer.show_reasoning = not self.renderer.show_reasoning

@@ -55,7 +55,7 @@ def run_oneshot(args: argparse.Namespace) -> int:
     def stop(name: str) -> None:
         if "agent" not in holder:
             raise KeyboardInterrupt  # nothing was asked yet: leave at once
-        holder["agent"].interrupt(name)
+        holder["agent"].interrupt(reason=name)
 
     with SignalStop(stop) as signals:
         code = _run(args, holder, signals)

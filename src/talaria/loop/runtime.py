@@ -21,6 +21,7 @@ from talaria.events import EventSink, Notice
 from talaria.interaction import Interactions
 from talaria.interrupt import InterruptSignal
 from talaria.loop.spending import Budgets, charge_active
+from talaria.loop.steering import SteeringInbox
 from talaria.plugins.hooks import HookBus
 from talaria.providers.base import UsageLedger
 from talaria.providers.resilience.caller import ModelCaller
@@ -81,6 +82,8 @@ class Runtime:
     profile: str | None = None
     """"lean" or "full" once chosen (`loop.profile`); None before the first turn."""
     tool_source: ToolSource | None = None
+    steering: SteeringInbox = field(default_factory=SteeringInbox)
+    """What the user says while the turn runs (steers; messages for the next turn)."""
     _source_names: list[str] = field(default_factory=list, init=False)
     _side_usage: Usage = field(default_factory=Usage, init=False)
     _side_models: UsageLedger = field(default_factory=UsageLedger, init=False)

@@ -29,6 +29,7 @@ from talaria.core import (
 from talaria.events import (
     Notice,
     StatusChanged,
+    SteerDelivered,
     StepFinished,
     ThinkingStarted,
     TurnFinished,
@@ -42,6 +43,7 @@ from talaria.loop.repair_response import obtain_response
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.loop.spending import ACTIVE_METER, BUDGET_SUMMARY_REQUEST, SpendMeter, open_meter
+from talaria.loop.steering import joined
 from talaria.loop.stream import EventStream
 from talaria.messages.media import media_dir
 from talaria.offload import run_blocking
@@ -223,6 +225,18 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             state.exit_reason = halted(halt)
             state.final_response = response.text or None
             return
+        await _deliver_steers(rt, session, state)
+
+
+async def _deliver_steers(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
+    """The user's steers join the conversation here: after every result of the step's tool
+    calls, before the next model call. Stored as the user note they are, so a resumed session
+    reads what the model read."""
+    steers = rt.steering.take_steers()
+    if not steers:
+        return
+    await session.append({"role": "user", "content": joined(steers)})
+    rt.emit(SteerDelivered([note.id for note in steers], state.api_calls + 1, state.task_id))
 
 
 async def _call(

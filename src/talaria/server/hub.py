@@ -151,7 +151,7 @@ class SessionHub:
         live = self._live.get(run.session_id)
         if run.done or live is None or live.run is not run:
             raise ApiError(409, f"run {run_id} has already finished ({run.status})")
-        live.agent.interrupt("cancelled by the client")
+        live.agent.interrupt(reason="cancelled by the client")
         return run
 
     def respond(self, run_id: str, request_id: str, answer: object) -> None:
@@ -231,7 +231,7 @@ class SessionHub:
         tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
         for live in self._live.values():
             if live.run is not None:
-                live.agent.interrupt("the server is shutting down")
+                live.agent.interrupt(reason="the server is shutting down")
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=10)
             for task in pending:
