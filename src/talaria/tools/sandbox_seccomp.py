@@ -29,6 +29,7 @@ import errno
 import functools
 import os
 import struct
+from collections.abc import Sequence
 
 _LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
@@ -124,8 +125,25 @@ def filter_path() -> str | None:
     return None if fd is None else f"/proc/{pid}/fd/{fd}"
 
 
+_TRAMPOLINE = ["/bin/sh", "-c", 'exec "$@" 3<"$0"']
+
+
 def with_filter(bwrap_argv: list[str], path: str) -> list[str]:
     """`bwrap_argv` started through /bin/sh, which opens the filter at `path` as descriptor 3
     for `--seccomp 3`: an argv that needs no descriptor passed along, so it also works in an
-    editor's terminal (ACP). The shell runs a fixed script; the paths are its arguments."""
-    return ["/bin/sh", "-c", 'exec "$@" 3<"$0"', path, *bwrap_argv]
+    editor's terminal (ACP) or for an MCP server. The shell runs a fixed script; the paths are
+    its arguments."""
+    return [*_TRAMPOLINE, path, *bwrap_argv]
+
+
+def direct(prefix: Sequence[str]) -> tuple[list[str], int | None]:
+    """For a process talaria starts itself: the `with_filter` argv without the shell step
+    (one exec less per command), and the descriptor of the filter to pass to it (None when
+    `prefix` has no filter). The caller closes the descriptor once the process has started."""
+    if list(prefix[:3]) != _TRAMPOLINE:
+        return list(prefix), None
+    fd = os.open(prefix[3], os.O_RDONLY | os.O_CLOEXEC)
+    argv = list(prefix[4:])
+    at = argv.index("--seccomp") + 1
+    argv[at] = str(fd)
+    return argv, fd

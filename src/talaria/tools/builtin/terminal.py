@@ -20,6 +20,7 @@ from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.process_tracking import REGISTRY as TRACKING
 from talaria.tools.process_tracking import TAG_VARIABLE, Tracked, start_tracking
 from talaria.tools.sandbox import confine, failure_hint
+from talaria.tools.sandbox_seccomp import direct
 from talaria.values import mutable
 
 DEFAULT_TIMEOUT = 180.0
@@ -108,18 +109,23 @@ def spawn_shell(
     env = shell_env()
     if tracked is not None:
         env[TAG_VARIABLE] = tracked.tag
+    prefix, seccomp = direct(sandbox)
     try:
         proc = subprocess.Popen(
-            [*sandbox, "bash", "-c", command],
+            [*prefix, "bash", "-c", command],
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=() if seccomp is None else (seccomp,),
         )
     except OSError as exc:
         raise ToolError(f"could not start bash in {cwd}: {exc}") from None
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
     if tracked is not None:
         start_tracking(tracked, proc.pid)
     return proc
