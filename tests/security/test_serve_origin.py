@@ -99,6 +99,7 @@ def served(
     home = tmp_path_factory.mktemp("serve-home")
     (home / "config.yaml").write_text(
         "context:\n  engine: none\nmemory:\n  enabled: false\nserver:\n  header_timeout: 1\n"
+        "  allowed_hosts: [talaria.lan]\n  allowed_origins: ['http://tools.example:3000']\n"
     )
     with ScriptedProvider() as provider, ServeProcess(provider, home, key=None) as serve:
         yield provider, serve
@@ -164,6 +165,21 @@ def test_the_origin_and_content_type_rules_hold_even_with_the_key(serve: ServePr
     )
     assert plain.status_code == 415
     assert null_origin.status_code == 403
+
+
+def test_configured_hosts_and_origins_are_let_in(serve: ServeProcess) -> None:
+    port = urlsplit(serve.url).port
+    with serve.http() as http:
+        named = http.get("/v1/sessions", headers={"host": f"talaria.lan:{port}"})
+        other = http.get("/v1/sessions", headers={"host": f"evil.example:{port}"})
+        allowed = http.patch(
+            "/v1/sessions/no-such-session",
+            json={"title": "x"},
+            headers={"origin": "http://tools.example:3000"},
+        )
+    assert named.status_code == 200
+    assert other.status_code == 421 and "server.allowed_hosts" in other.json()["error"]["message"]
+    assert allowed.status_code == 404  # past the origin rule, to the route
 
 
 def test_dns_rebinding_is_refused_before_sessions_are_read_or_approvals_answered(
