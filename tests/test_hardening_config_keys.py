@@ -15,14 +15,30 @@ from talaria.config_schema import SCHEMA, SECTIONS, problems, unknown_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 DOTTED = re.compile(r"""config_?\w*\.?get\(\s*["']([a-z_]+(?:\.[a-z_]+)*)["']""")
+ATTRIBUTES = re.compile(r"config\.([a-z_]+(?:\.[a-z_]+)*)")
 
 
 def read_keys() -> set[str]:
-    """Every literal key passed to a config getter anywhere in the package."""
+    """Every literal key passed to a config getter, and every setting read as an attribute
+    (`config.agent.max_iterations`), anywhere in the package."""
     found: set[str] = set()
     for source in (ROOT / "src" / "talaria").rglob("*.py"):
-        found.update(DOTTED.findall(source.read_text(encoding="utf-8")))
-    return found
+        text = source.read_text(encoding="utf-8")
+        found.update(DOTTED.findall(text))
+        found.update(_setting(chain) for chain in ATTRIBUTES.findall(text))
+    return found - {""}
+
+
+def _setting(chain: str) -> str:
+    """The setting an attribute chain reads: up to the first schema key (a method called on
+    its value is not part of it)."""
+    parts = chain.split(".")
+    if parts[0] not in SECTIONS and parts[0] not in SCHEMA:
+        return ""  # the Config's own members (data, home, get), or not a Config at all
+    for end in range(1, len(parts) + 1):
+        if ".".join(parts[:end]) in SCHEMA:
+            return ".".join(parts[:end])
+    return chain
 
 
 def test_every_key_the_code_reads_is_in_the_schema() -> None:

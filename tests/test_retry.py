@@ -12,6 +12,7 @@ import pytest
 
 from conftest import RecordingStream
 from helpers import MODES, scripted_agent
+from talaria.config import Config
 from talaria.core import ModelRequest, ModelResponse, StreamHandler, ToolCall
 from talaria.events import Event, Notice
 from talaria.interrupt import Interrupted, InterruptSignal
@@ -56,9 +57,10 @@ def test_retry_after_is_used_as_is_until_it_exceeds_the_cap() -> None:
     assert policy.delay(2, None) == 1.5
 
 
-def test_policy_reads_the_retry_config_keys() -> None:
+def test_policy_reads_the_retry_config_keys(tmp_path: Path) -> None:
     values = {"retry.max_attempts": 5, "retry.base_delay": 0.25, "retry.max_delay": 4}
-    policy = RetryPolicy.from_config(lambda key, default: values.get(key, default))
+    config = Config.load(tmp_path, overrides=values, env={})
+    policy = RetryPolicy.from_config(config.get)
     assert (policy.max_attempts, policy.base_delay, policy.max_delay) == (5, 0.25, 4.0)
 
 

@@ -70,23 +70,21 @@ class Agent:
             from talaria.mcp.config import parse_servers
 
             parse_servers(loaded.get("mcp_servers"))  # one clear error, now
-        if max_iterations is None:
-            max_iterations = int(loaded.get("agent.max_turns", 90))
         spec = AgentSpec(
             config=loaded,
             cwd=Path(cwd).resolve() if cwd else Path.cwd(),
             model=ModelChoice(model, provider, base_url, api_key, api_mode),
             fallbacks=tuple(
-                fallback_providers
-                if fallback_providers is not None
-                else loaded.get("fallback_providers", [])
+                fallback_providers if fallback_providers is not None else loaded.fallback_providers
             ),
             tools=tuple(_as_tool(t) for t in tools or ()),
             toolsets=tuple(toolsets) if toolsets is not None else None,
             store=store,
             plugins=tuple(plugins or ()),
-            max_iterations=max_iterations,
-            stream=bool(loaded.get("agent.stream", True) if stream is None else stream),
+            max_iterations=(
+                loaded.agent.max_iterations if max_iterations is None else max_iterations
+            ),
+            stream=bool(loaded.agent.stream if stream is None else stream),
             source=source,
         )
         self._start(spec, session_id, callbacks)
@@ -129,8 +127,8 @@ class Agent:
         self._runtime: Runtime | None = None
         self._session: SessionHandle | None = None
         self.approvals = ApprovalState(
-            mode=str(self.config.get("approvals.mode", "manual")),
-            allowlist=set(self.config.get("command_allowlist", [])),
+            mode=str(self.config.approvals.mode),
+            allowlist=set(self.config.command_allowlist),
             persist_allowlist=self._persist_allowlist,
         )
 
@@ -273,11 +271,10 @@ class Agent:
         (`AgentSpec.child`): this agent's model chain, config, hooks, store, MCP servers and
         command allowlist; its own budget and session. Approvals are asked through the
         child's own requests, which nobody answers, so they are denied unless
-        `delegation.approvals` (or this agent's mode) turns asking off."""
+        `delegation.approvals` turns asking off."""
         spec = self.spec.child(
             toolsets=toolsets,
             parent_session_id=session_id,
-            approval_mode=self.approvals.mode,
             store=self.store,
             shared_tools=self._runtime.tool_source if self._runtime is not None else None,
         )

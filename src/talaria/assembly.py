@@ -80,9 +80,9 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         approvals=agent.approvals,
         interactions=agent.interactions,
         settings=ExecutorSettings(
-            max_workers=int(config.get("agent.max_tool_workers", 8)),
-            default_timeout=float(config.get("agent.tool_timeout", 600)),
-            approval_timeout=float(config.get("approvals.timeout", 300)),
+            max_workers=int(config.agent.max_tool_workers),
+            default_timeout=float(config.agent.tool_timeout),
+            approval_timeout=float(config.approvals.timeout),
             spill_dir=spec.home / "tool_outputs",
         ),
     )
@@ -148,7 +148,7 @@ def _chain_entries(spec: AgentSpec) -> tuple[list[ChainEntry], list[CredentialSo
                     base_url=choice.base_url or config.get("model.base_url"),
                     api_key=choice.api_key or config.get("model.api_key"),
                     api_mode=choice.api_mode or config.get("model.api_mode"),
-                    options=config.get("model.options", {}),
+                    options=config.model.options,
                     profiles=config.get("profiles"),
                 )
             )
@@ -197,7 +197,7 @@ def _file_key(home: Path) -> str | None:
 
 def _memory_store(spec: AgentSpec) -> Any:
     config = spec.config
-    if not config.get("memory.enabled", True):
+    if not config.memory.enabled:
         return None
     from talaria.agent_tools.memory import MemoryStore
 
@@ -209,7 +209,7 @@ def _memory_store(spec: AgentSpec) -> Any:
 
 
 def _clarify(agent: Agent) -> Any:
-    timeout = float(agent.spec.config.get("approvals.timeout", 300))
+    timeout = float(agent.spec.config.approvals.timeout)
 
     async def ask(call_id: str, question: str, choices: list[str] | None) -> str | None:
         """The user's answer; None when the question lapsed unanswered."""

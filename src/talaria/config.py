@@ -1,9 +1,11 @@
 """Configuration: arguments > $TALARIA_HOME/config.yaml > environment > defaults.
 
-The file is plain YAML with the dotted keys of DESIGN.md (`model.default`, `agent.max_turns`,
+The file is plain YAML with dotted keys (`model.default`, `agent.max_iterations`,
 `compression.threshold`, ...). Each layer is checked against `config_schema.SCHEMA` when it is
 loaded: a wrong value is one `ConfigError` line naming the file, the key, what was found and
-what is expected; it never silently falls back to defaults.
+what is expected; it never silently falls back to defaults. Code reads settings as attributes
+of frozen sections (`config.agent.max_iterations`), whose defaults are the schema's; an old
+name (`agent.max_turns`) keeps working with one deprecation notice.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from talaria.config_schema import ConfigError, defaults, problems, suggestion
+from talaria.config_schema import (
+    ALIASES,
+    SCHEMA,
+    SECTIONS,
+    ConfigError,
+    defaults,
+    problems,
+    suggestion,
+)
 from talaria.config_schema import unknown_keys as schema_unknown_keys
 from talaria.values import mutable
 
@@ -174,25 +184,69 @@ class Config:
         from_file = read_config_file(path)
         _check_layer(from_file, str(path))
         _warn_unknown(from_file, path)
+        _rename_old_keys(from_file, str(path))
         data = _deep_merge(copy.deepcopy(DEFAULTS), environment)
         data = _deep_merge(data, from_file)
         if overrides:
             expanded = _expand_dotted(overrides)
             _check_layer(expanded, "config argument")
+            _rename_old_keys(expanded, "config argument")
             data = _deep_merge(data, expanded)
         return cls(data=data, home=home_path, path=path)
 
     def get(self, dotted: str, default: Any = None) -> Any:
         node: Any = self.data
-        for part in dotted.split("."):
+        for part in ALIASES.get(dotted, dotted).split("."):
             if not isinstance(node, Mapping) or part not in node:
                 return default
             node = node[part]
         return default if node is None else node
 
+    def __getattr__(self, name: str) -> Any:
+        """A section (`config.agent`) or a top-level setting (`config.command_allowlist`)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _read(self.data, name, name)
+
     def validate(self) -> None:
         """Check the merged settings against the schema (raises the first problem)."""
         _check_layer(self.data, str(self.path or "config"))
+
+
+class Section:
+    """One group of settings, read as attributes (`config.agent.max_iterations`); its keys
+    and their defaults are the schema's, and it cannot be changed."""
+
+    __slots__ = ("_key", "_values")
+
+    def __init__(self, key: str, values: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_values", values)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _read(self._values, f"{self._key}.{name}", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"settings are read-only ({self._key}.{name}); pass config=")
+
+    def __repr__(self) -> str:
+        return f"Section({self._key!r}, {dict(self._values)!r})"
+
+
+def _read(values: Mapping[str, Any], key: str, name: str) -> Any:
+    """The setting `key` (`name` within `values`): its value, else the schema's default."""
+    if key in ALIASES:
+        key = ALIASES[key]
+        name = key.rpartition(".")[2]
+    if key in SCHEMA:
+        value = values.get(name)
+        return copy.deepcopy(SCHEMA[key].default) if value is None else value
+    if key in SECTIONS:
+        section = values.get(name)
+        return Section(key, section if isinstance(section, Mapping) else {})
+    raise AttributeError(f"{key} is not a setting{suggestion(key)}")
 
 
 def _check_layer(layer: dict[str, Any], origin: str) -> None:
@@ -210,6 +264,36 @@ def _warn_unknown(layer: dict[str, Any], path: Path) -> None:
         if (str(path), key) not in _warned:
             _warned.add((str(path), key))
             log.warning("%s: unknown setting %s%s; ignored", path, key, suggestion(key))
+
+
+def _rename_old_keys(layer: dict[str, Any], origin: str) -> None:
+    """Move values set under an old name (`ALIASES`) to the new key of the same layer, unless
+    the layer sets that too; one deprecation notice per origin and key."""
+    for old, new in ALIASES.items():
+        *old_parents, old_leaf = old.split(".")
+        parent = _node(layer, old_parents)
+        if parent is None or old_leaf not in parent:
+            continue
+        value = parent.pop(old_leaf)
+        *new_parents, new_leaf = new.split(".")
+        target = _node(layer, new_parents, create=True)
+        if target is not None:
+            target.setdefault(new_leaf, value)
+        if (origin, old) not in _warned:
+            _warned.add((origin, old))
+            log.warning("%s: %s is deprecated; it is now called %s", origin, old, new)
+
+
+def _node(layer: dict[str, Any], path: list[str], create: bool = False) -> dict[str, Any] | None:
+    node = layer
+    for part in path:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            if not create:
+                return None
+            child = node[part] = {}
+        node = child
+    return node
 
 
 def _expand_dotted(overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -210,7 +210,7 @@ SCHEMA: dict[str, Rule] = {
         "a mapping of client options (timeout, default_headers, ...)", secret=CLIENT_OPTION_SECRETS
     ),
     "model.vision": boolean(None),
-    "agent.max_turns": integer(90, minimum=1),
+    "agent.max_iterations": integer(90, minimum=1),
     "agent.max_tool_workers": integer(8, minimum=1, maximum=256),
     "agent.stream": boolean(True),
     "agent.tool_timeout": seconds(600),
@@ -281,6 +281,14 @@ SCHEMA: dict[str, Rule] = {
 }
 
 
+ALIASES: dict[str, str] = {
+    "agent.max_turns": "agent.max_iterations",
+}
+"""Old names that keep working: a layer that sets one sets the new key (with one deprecation
+notice per file). `agent.max_turns` counted model calls per turn, while a talaria "turn" is one
+user exchange."""
+
+
 def defaults() -> dict[str, Any]:
     """The nested default settings (a fresh copy each call)."""
     tree: dict[str, Any] = {}
@@ -340,7 +348,7 @@ def unknown_keys(data: Mapping[str, Any]) -> list[str]:
 def _walk(data: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Problem]]:
     for name, value in data.items():
         key = f"{prefix}{name}"
-        rule = SCHEMA.get(key)
+        rule = SCHEMA.get(ALIASES.get(key, key))
         if rule is not None:
             expected = rule.problem(value)
             if expected is not None:
@@ -390,7 +398,7 @@ def suggestion(key: str) -> str:
     """' (did you mean <key>?)' for the closest known key, or ''."""
     import difflib  # only a config with an unknown key needs it
 
-    close = difflib.get_close_matches(key, list(SCHEMA), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, [*SCHEMA, *ALIASES], n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 
 

@@ -71,19 +71,16 @@ class AgentSpec:
         *,
         toolsets: list[str],
         parent_session_id: str,
-        approval_mode: str,
         store: SessionStore,
         shared_tools: ToolSource | None,
     ) -> AgentSpec:
         """A `delegate_task` child: this model chain and configuration (overrides included),
-        `delegation.max_iterations` for its budget, `delegation.approvals` (else the parent's
-        `approval_mode`) for its approvals; no user tools or plugins of its own (it shares
-        the parent's hooks), no streaming, and no children of its own."""
+        `delegation.max_iterations` for its budget, `delegation.approvals` for its approval
+        mode; no user tools or plugins of its own (it shares the parent's hooks), no
+        streaming, and no children of its own."""
         config = self.config
         overrides = copy.deepcopy(config.data)
-        overrides.setdefault("approvals", {})["mode"] = config.get(
-            "delegation.approvals", approval_mode
-        )
+        overrides.setdefault("approvals", {})["mode"] = config.delegation.approvals
         return replace(
             self,
             config=Config.load(self.home, overrides=overrides),
@@ -91,7 +88,7 @@ class AgentSpec:
             toolsets=tuple(toolsets),
             store=store,
             plugins=(),
-            max_iterations=int(config.get("delegation.max_iterations", 50)),
+            max_iterations=config.delegation.max_iterations,
             stream=False,
             source="subagent",
             depth=self.depth + 1,

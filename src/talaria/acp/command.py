@@ -69,14 +69,14 @@ def _settings(args: argparse.Namespace) -> Any:
     if toolsets is None:
         caps = Capabilities(
             can_clarify=False,
-            memory_enabled=bool(config.get("memory.enabled", True)),
+            memory_enabled=bool(config.memory.enabled),
             can_delegate=True,
         )
         toolsets = default_toolsets(caps)
     return SessionSettings(
         agent_kwargs=kwargs,
         toolsets=toolsets,
-        images=bool(config.get("model.vision", True)),
+        images=config.model.vision is not False,
         mcp_servers=dict(config.get("mcp_servers") or {}),
         open_store=functools.partial(configured_store, config),
     )

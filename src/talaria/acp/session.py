@@ -125,7 +125,7 @@ class AcpSession:
         self.modes = ModeSwitch()
         self.agent = self._new_agent(None)
         self.modes.attach(self.agent.approvals)
-        self.sandbox = str(self.agent.config.get("sandbox.mode", "workspace-write"))
+        self.sandbox = str(self.agent.config.sandbox.mode)
         self._agent_sandbox = self.sandbox
         self._translator = EventTranslator(cwd, notes, recorded_edits(tools))
         self._unsubscribe = self.agent.subscribe(self._on_event, answers=("approval",))

@@ -66,8 +66,8 @@ class ChildRunner:
 
     def run(self, tasks: list[dict[str, str]], ctx: ToolContext) -> list[dict[str, Any]]:
         config = self.config
-        width = max(1, int(config.get("delegation.max_concurrent_children", 3)))
-        timeout = float(config.get("delegation.timeout", 600))
+        width = max(1, int(config.delegation.max_concurrent_children))
+        timeout = float(config.delegation.timeout)
         children = [self.spawn(ctx.session_id, list(CHILD_TOOLSETS)) for _ in tasks]
         pool = concurrent.futures.ThreadPoolExecutor(width, thread_name_prefix="talaria-child")
         futures = [  # each child runs in this call's context: it nests in its trace and budget

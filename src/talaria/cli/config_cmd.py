@@ -22,9 +22,9 @@ OPEN_SECTIONS = frozenset(
 
 def check_key(key: str) -> str | None:
     """None when `key` is a setting talaria reads; otherwise why not, with a suggestion."""
-    from talaria.config_schema import SCHEMA, suggestion
+    from talaria.config_schema import ALIASES, SCHEMA, suggestion
 
-    if key in SCHEMA or key.split(".", 1)[0] in OPEN_SECTIONS:
+    if key in SCHEMA or key in ALIASES or key.split(".", 1)[0] in OPEN_SECTIONS:
         return None
     return f"unknown setting {key!r}{suggestion(key)}"
 

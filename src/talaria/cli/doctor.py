@@ -119,7 +119,7 @@ def _model_checks(config: Any) -> tuple[list[Check], bool]:
     )
     checks = [Check("model", OK, f"{spec.label} ({spec.api_mode})"), key, _profile_check(spec)]
     endpoint = probe_endpoint(spec.base_url, spec.api_key, spec.api_mode)
-    fallbacks = config.get("fallback_providers", [])
+    fallbacks = config.fallback_providers
     labels = ", ".join(
         f"{f.get('provider', '?')}:{f.get('model', '?')}" for f in fallbacks if isinstance(f, dict)
     )
@@ -152,11 +152,11 @@ def _served_window(spec: Any) -> int | None:
 def prompt_check(config: Any, window: int | None) -> Check:
     """How big the first request's fixed part is in each profile, and which one applies."""
     from talaria.cli.render import format_tokens
-    from talaria.prompt.profile import LEAN_BELOW, choose_profile
+    from talaria.prompt.profile import choose_profile
 
     sizes = {profile: _prompt_size(config, profile == "lean") for profile in ("full", "lean")}
-    setting = str(config.get("prompt.profile", "auto"))
-    lean_below = int(config.get("prompt.lean_below", LEAN_BELOW))
+    setting = str(config.prompt.profile)
+    lean_below = int(config.prompt.lean_below)
     chosen = choose_profile(setting, window, lean_below)
     served = f"window {format_tokens(window)} · " if window else ""
     detail = " · ".join(
@@ -174,7 +174,7 @@ def _prompt_size(config: Any, lean: bool) -> tuple[int, int]:
     from talaria.prompt.builder import PromptInputs, build_system_prompt
     from talaria.prompt.profile import LEAN_TOOLS, lean_schema
 
-    caps = Capabilities(True, bool(config.get("memory.enabled", True)), True)
+    caps = Capabilities(True, bool(config.memory.enabled), True)
     tools = [t for t in select_tools(None, caps) if not lean or t.name in LEAN_TOOLS]
     schemas = [lean_schema(t.schema()) if lean else t.schema() for t in tools]
     prompt = build_system_prompt(

@@ -94,9 +94,9 @@ def model_choices(start: dict[str, Any], config: Any) -> list[ModelChoice]:
             },
         ),
     ]
-    for number, raw in enumerate(config.get("fallback_providers", []) or [], 1):
+    for number, raw in enumerate(config.fallback_providers, 1):
         found.append(_entry(f"fallback {number}", raw))
-    named = config.get("providers", {}) or {}
+    named = config.providers
     if isinstance(named, dict):
         found.extend(_entry(str(name), raw) for name, raw in named.items())
     choices: list[ModelChoice] = []

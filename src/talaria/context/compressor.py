@@ -54,8 +54,8 @@ SQUEEZE_TAILS = (8, 4, 2, 0)
 class Compressor(ContextEngine):
     def __init__(self, config: Config, runtime: Runtime) -> None:
         self.config = config
-        self.threshold = float(config.get("compression.threshold", 0.5))
-        self.protect_last_n = int(config.get("compression.protect_last_n", 20))
+        self.threshold = float(config.compression.threshold)
+        self.protect_last_n = int(config.compression.protect_last_n)
         self.tracker = ContextTracker()
         self._windows: dict[str, int] = {}
         self._turn: object = None

@@ -45,9 +45,9 @@ class ContextEngine(ABC):
 
 
 def load_context_engine(config: Config, runtime: Runtime) -> ContextEngine | None:
-    if not config.get("compression.enabled", True):
+    if not config.compression.enabled:
         return None
-    name = str(config.get("context.engine", "default"))
+    name = str(config.context.engine)
     if name == "none":
         return None
     engine = _engine_class(ENGINES.get(name, name))(config, runtime)

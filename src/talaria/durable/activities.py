@@ -147,7 +147,7 @@ class TurnActivities:
         writer = f"temporal:{activity.info().workflow_id}"  # the same on every worker
         busy = None
         try:
-            lease = float(agent.config.get("durable.lease_ttl", 900))
+            lease = float(agent.config.durable.lease_ttl)
             self.agents.store.claim_writer(session.id, writer, ttl=lease)
         except SessionBusy as exc:
             busy = str(exc)
@@ -351,7 +351,7 @@ class TurnActivities:
         if finish.writer:
             store.release_writer(finish.session_id, finish.writer)
         agent, runtime = self.agents.get({})
-        name = str(agent.config.get("telemetry.agent_name", "talaria"))
+        name = str(agent.config.telemetry.agent_name)
         record_turn_span(runtime.telemetry, name, finish.span, finish)
 
     def all(self) -> list[Callable[..., Awaitable[Any]]]:

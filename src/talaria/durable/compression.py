@@ -83,8 +83,8 @@ class DurableCompressor(Compressor):
 def durable_engine(config: Config, runtime: Runtime, scope: TurnScope) -> Any:
     """The workflow's context engine: the default compressor, unless compression is off.
     A custom `context.engine` class is the worker's code, which a workflow cannot run."""
-    if not config.get("compression.enabled", True):
+    if not config.compression.enabled:
         return None
-    if str(config.get("context.engine", "default")) != "default":
+    if config.context.engine != "default":
         return None
     return DurableCompressor(config, runtime, scope)

@@ -85,10 +85,10 @@ class TurnWorkflow:
         session_meter = _session_meter(setup.config, setup.session_usage)
         config = Config(data=setup.config, home=Path("."))
         timeouts = ActivityTimeouts(
-            heartbeat=float(config.get("durable.heartbeat_timeout", 30)),
-            model_call=float(config.get("durable.model_call_timeout", 900)),
-            tool_default=float(config.get("agent.tool_timeout", 600)),
-            request=float(config.get("approvals.timeout", 300)),
+            heartbeat=float(config.durable.heartbeat_timeout),
+            model_call=float(config.durable.model_call_timeout),
+            tool_default=float(config.agent.tool_timeout),
+            request=float(config.approvals.timeout),
         )
         self.requests.timeout = timeouts.request
         session = QueuedSession(

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Collection
 
 from talaria.loop.runtime import Runtime
-from talaria.prompt.profile import LEAN_BELOW, LEAN_TOOLS, choose_profile, lean_schema
+from talaria.prompt.profile import LEAN_TOOLS, choose_profile, lean_schema
 
 log = logging.getLogger("talaria.prompt")
 
@@ -20,11 +20,9 @@ async def ensure_profile(rt: Runtime, user_tools: Collection[str]) -> str:
     """ "lean" or "full" for this runtime (chosen once; `user_tools` are always kept)."""
     if rt.profile is not None:
         return rt.profile
-    setting = str(rt.config.get("prompt.profile", "auto"))
+    setting = str(rt.config.prompt.profile)
     window = await _window(rt) if setting == "auto" else None
-    rt.profile = choose_profile(
-        setting, window, int(rt.config.get("prompt.lean_below", LEAN_BELOW))
-    )
+    rt.profile = choose_profile(setting, window, int(rt.config.prompt.lean_below))
     if rt.profile == "lean":
         for name in [n for n in rt.tools if n not in LEAN_TOOLS and n not in user_tools]:
             del rt.tools[name]

@@ -90,7 +90,7 @@ async def run_turn(
 ) -> TurnState:
     active = rt.caller.chain.active
     with rt.telemetry.turn(
-        agent_name=str(rt.config.get("telemetry.agent_name", "talaria")),
+        agent_name=str(rt.config.telemetry.agent_name),
         session_id=session.id,
         task_id=task_id,
         model=active.model,
@@ -249,7 +249,7 @@ async def _call(
 ) -> ModelResponse:
     config = rt.config
     sent: list[Message] = []
-    media = media_dir(rt.home) if config.get("model.vision", True) else None
+    media = media_dir(rt.home) if config.model.vision is not False else None
 
     def build(extra: list[str]) -> ModelRequest:
         messages = build_messages(
@@ -316,7 +316,7 @@ async def _obtain(
 ) -> CallResult:
     """A usable response; a prompt too long for the window is compressed and resent while
     compression still makes room (a few times at most)."""
-    text_calls = bool(rt.config.get("tools.text_calls", True))
+    text_calls = bool(rt.config.tools.text_calls)
     for _ in range(MAX_OVERFLOW_RETRIES):
         try:
             return await obtain_response(

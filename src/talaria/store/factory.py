@@ -29,7 +29,7 @@ class StoreSettings(Protocol):
 
 def configured_store(settings: StoreSettings) -> SessionStore:
     """The store these settings name (`store.url`, else `<home>/state.db`)."""
-    return open_store(settings.get("store.url"), settings.home, settings.get("store", {}))
+    return open_store(settings.get("store.url"), settings.home, settings.get("store"))
 
 
 def existing_store(settings: StoreSettings) -> SessionStore | None:

@@ -24,7 +24,7 @@ def telemetry_enabled(config: Config, env: dict[str, str] | None = None) -> bool
     environ = os.environ if env is None else env
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    return bool(config.get("telemetry.enabled", False))
+    return bool(config.telemetry.enabled)
 
 
 def telemetry_for(config: Config) -> Telemetry:

@@ -112,7 +112,7 @@ class OtelTelemetry(Telemetry):
         from talaria.telemetry.export import ensure_providers
 
         ensure_providers()
-        capture = bool(config.get("telemetry.capture_content", False))
+        capture = bool(config.telemetry.capture_content)
         tracer_provider, meter_provider = trace.get_tracer_provider(), metrics.get_meter_provider()
         key = (capture, id(tracer_provider), id(meter_provider))
         if key not in _instances:

@@ -80,16 +80,16 @@ class SandboxPolicy:
 
     @classmethod
     def from_config(cls, config: Any, cwd: Path) -> SandboxPolicy:
-        roots = config.get("sandbox.writable_roots", []) or []
+        roots = config.sandbox.writable_roots
         return cls.resolve(
             cwd,
-            mode=str(config.get("sandbox.mode", "workspace-write")),
-            network=bool(config.get("sandbox.network", False)),
+            mode=str(config.sandbox.mode),
+            network=bool(config.sandbox.network),
             writable_roots=tuple(str(root) for root in roots),
-            required=bool(config.get("sandbox.required", False)),
+            required=bool(config.sandbox.required),
             home=Path(config.home),
-            bwrap_path=str(config.get("sandbox.bwrap_path", "") or ""),
-            hidden_paths=tuple(str(path) for path in config.get("sandbox.hidden_paths", []) or []),
+            bwrap_path=str(config.sandbox.bwrap_path or ""),
+            hidden_paths=tuple(str(path) for path in config.sandbox.hidden_paths),
         )
 
     @classmethod

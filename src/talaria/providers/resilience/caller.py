@@ -54,15 +54,15 @@ class CallerSettings:
     """Seconds one model call may take in all, however steadily it streams."""
 
     @classmethod
-    def from_config(cls, get: Callable[[str, Any], Any]) -> CallerSettings:
+    def from_config(cls, get: Callable[[str], Any]) -> CallerSettings:
         """Settings from ``retry.*``, ``model.first_byte_timeout``,
         ``model.stream_idle_timeout`` (0 or a negative value turns those off) and
         ``model.total_timeout``."""
         return cls(
             retry=RetryPolicy.from_config(get),
-            first_byte_timeout=_limit(get("model.first_byte_timeout", 120.0)),
-            idle_timeout=_limit(get("model.stream_idle_timeout", 90.0)),
-            total_timeout=_limit(get("model.total_timeout", 600.0)),
+            first_byte_timeout=_limit(get("model.first_byte_timeout")),
+            idle_timeout=_limit(get("model.stream_idle_timeout")),
+            total_timeout=_limit(get("model.total_timeout")),
         )
 
 

@@ -72,12 +72,12 @@ class RetryPolicy:
     """The randomness seam (invariant 7): a float in [0, 1)."""
 
     @classmethod
-    def from_config(cls, get: Callable[[str, Any], Any]) -> RetryPolicy:
-        """The policy from the ``retry.*`` keys (``get`` is `Config.get`)."""
+    def from_config(cls, get: Callable[[str], Any]) -> RetryPolicy:
+        """The policy from the ``retry.*`` keys (``get`` is `Config.get`: defaults included)."""
         return cls(
-            max_attempts=max(1, int(get("retry.max_attempts", 3))),
-            base_delay=max(0.0, float(get("retry.base_delay", 1.0))),
-            max_delay=max(0.0, float(get("retry.max_delay", 30.0))),
+            max_attempts=max(1, int(get("retry.max_attempts"))),
+            base_delay=max(0.0, float(get("retry.base_delay"))),
+            max_delay=max(0.0, float(get("retry.max_delay"))),
         )
 
     def backoff(self, attempt: int) -> float:
