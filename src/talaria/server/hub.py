@@ -70,6 +70,11 @@ class TurnRequest:
     system: str | None = None
 
 
+SHUTDOWN_GRACE = 0.5
+"""Seconds an interrupted turn gets to end by itself when the server stops."""
+SHUTTING_DOWN = "the server is shutting down"
+
+
 class SessionHub:
     def __init__(
         self, make_agent: AgentFactory, store: SessionStore, settings: ServerSettings
@@ -226,18 +231,28 @@ class SessionHub:
                 del self.runs[run.id]
                 excess -= 1
 
-    async def aclose(self) -> None:
-        """Stop every running turn (bounded wait), then close every agent."""
-        tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
+    async def end_runs(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """At shutdown: interrupt every running turn and give it `grace` seconds to end (what
+        it completed is saved); a run still going then ends with a final `run.failed`, so
+        every stream following it closes at once and the server can exit."""
+        running = [run for run in self.runs.values() if not run.done]
         for live in self._live.values():
             if live.run is not None:
-                live.agent.interrupt(reason="the server is shutting down")
+                live.agent.interrupt(reason=SHUTTING_DOWN)
+        tasks = [run.task for run in running if run.task is not None and not run.task.done()]
         if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=10)
-            for task in pending:
-                task.cancel()
+            await asyncio.wait(tasks, timeout=grace)
+        for run in running:
+            run.publish("run.failed", {"error": SHUTTING_DOWN, "usage": {}})  # if still open
+
+    async def aclose(self) -> None:
+        """End every run (`end_runs`), stop the turns that outlived it, close every agent."""
+        await self.end_runs()
+        for run in self.runs.values():
+            if run.task is not None and not run.task.done():
+                run.task.cancel()
                 with contextlib.suppress(BaseException):
-                    await task
+                    await run.task
         for live in list(self._live.values()):
             await self._close(live)
         self._live.clear()
