@@ -11,6 +11,7 @@ SDK only the messages it can dispatch. It is the SDK's message-level `Transport`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -119,9 +120,11 @@ class CheckedTransport:
                 await self.send(error)
 
     async def close(self) -> None:
-        """The wire stays open (it is the process's stdout); what was written is flushed."""
+        """The wire stays open (it is the process's stdout); what was written is flushed,
+        unless the editor has gone already."""
         async with self._lock:
-            await self._writer.drain()
+            with contextlib.suppress(ConnectionError, OSError):
+                await self._writer.drain()
 
     async def _next_line(self) -> bytes | object | None:
         try:
