@@ -87,14 +87,15 @@ def test_a_reload_mid_turn_reattaches_with_the_pending_approval_and_cancel(
         approval.wait_for(timeout=WAIT_MS)
         _shot(page, "web-reattached.png")
         assert page.locator("#cancel").is_visible(), "the running turn can still be cancelled"
-        assert page.locator("#send").is_disabled()
+        assert page.locator("#send").inner_text() == "Queue", "input during a turn queues"
+        assert page.locator("#steer").is_visible()
         assert page.locator(".msg.user").count() == 1, "the turn is shown once, not twice"
         assert page.locator(".card.tool").count() == 1
         assert "stale" in (page.locator(".card.reasoning").text_content() or "")
 
         approval.get_by_role("button", name="Approve once").click()
         _wait_text(page, ".msg.assistant", "Removed it.")
-        page.wait_for_function("() => !document.getElementById('send').disabled")
+        page.wait_for_function("() => document.getElementById('send').textContent === 'Send'")
         assert page.locator("#cancel").is_hidden()
     assert not target.exists()
 
@@ -119,7 +120,7 @@ def test_the_page_recovers_when_the_server_dies_and_comes_back(
 
         with ServeProcess(provider, home, port=port):
             page.locator("#offline").wait_for(state="hidden", timeout=WAIT_MS)
-            page.wait_for_function("() => !document.getElementById('send').disabled")
+            page.wait_for_function("() => document.getElementById('send').textContent === 'Send'")
             _wait_text(page, ".msg.note", "server restarted")
             _send(page, "are you back?")
             _wait_text(page, ".msg.assistant", "Back and listening.")
@@ -192,3 +193,32 @@ def test_a_phone_sized_page_renders_tables_quotes_reasoning_and_shows_the_approv
         page.locator("#sessions li").first.wait_for(timeout=WAIT_MS)
         _shot(page, "web-390-sessions.png")
     assert not target.exists()
+
+
+def test_typing_during_a_turn_steers_or_queues(browser: Any, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    target = _doomed_folder(home)
+    steps = [
+        call("terminal", {"command": f"rm -rf {target}"}),
+        text("Removed, and the docs are mentioned."),
+        text("The queued summary."),
+    ]
+    with ScriptedProvider(steps) as provider, ServeProcess(provider, home) as serve:
+        page = _open(browser, serve)
+        _send(page, "clean up the old build")
+        approval = page.locator(".card.approval")
+        approval.wait_for(timeout=WAIT_MS)
+
+        page.fill("#input", "mention the docs")
+        page.locator("#steer").click()
+        _wait_text(page, ".msg.user.steer", "mention the docs")
+        _send(page, "then summarise")  # Enter while the turn runs: queued
+        _wait_text(page, ".msg.note", "queued (1): then summarise")
+        _shot(page, "web-steer-and-queue.png")
+
+        approval.get_by_role("button", name="Approve once").click()
+        _wait_text(page, ".msg.assistant", "The queued summary.")
+        users = page.locator(".msg.user").all_inner_texts()
+        assert users == ["clean up the old build", "mention the docs", "then summarise"]
+        assert page.locator("[data-queued]").count() == 0, "the queued note became the message"
+    assert "mention the docs" in str(provider.requests[1].body)

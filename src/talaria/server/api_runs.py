@@ -30,8 +30,26 @@ async def create_run(request: Request) -> Response:
     body = await read_json(request)
     text = non_empty(field_of(body, "input", str, required=True), "'input'")
     session_id = field_of(body, "session_id", str)
-    run = await hub_of(request).start_turn(TurnRequest(text=text, session_id=session_id or None))
+    when_busy = field_of(body, "when_busy", str, default="reject")
+    if when_busy not in WHEN_BUSY:
+        raise ApiError(422, f"'when_busy' must be one of {', '.join(WHEN_BUSY)}")
+    turn = TurnRequest(text=text, session_id=session_id or None, when_busy=when_busy)
+    run = await hub_of(request).start_turn(turn)
     return JSONResponse(_run_view(run), status_code=202)
+
+
+async def steer_run(request: Request) -> Response:
+    body = await read_json(request)
+    text = non_empty(field_of(body, "text", str, required=True), "'text'")
+    steer_id = hub_of(request).steer(request.path_params["run_id"], text)
+    return JSONResponse({"steer_id": steer_id, "run_id": request.path_params["run_id"]}, 202)
+
+
+async def queue_message(request: Request) -> Response:
+    body = await read_json(request)
+    text = non_empty(field_of(body, "text", str, required=True), "'text'")
+    run, message_id = await hub_of(request).queue(request.path_params["session_id"], text)
+    return JSONResponse({**_run_view(run), "message_id": message_id}, status_code=202)
 
 
 async def get_run(request: Request) -> Response:
@@ -78,8 +96,12 @@ async def cancel_run(request: Request) -> Response:
     return JSONResponse(_run_view(run), status_code=202)
 
 
+WHEN_BUSY = ("reject", "queue", "steer", "interrupt")
+
 ROUTES = [
     Route("/v1/runs", create_run, methods=["POST"]),
+    Route("/v1/runs/{run_id}/steer", steer_run, methods=["POST"]),
+    Route("/v1/sessions/{session_id}/queue", queue_message, methods=["POST"]),
     Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
     Route("/v1/runs/{run_id}/events", run_events, methods=["GET"]),
     Route("/v1/runs/{run_id}/approvals/{request_id}", answer_approval, methods=["POST"]),

@@ -65,6 +65,10 @@ class TurnRequest:
     text: str
     session_id: str | None = None
     headless: bool = False
+    when_busy: str = "reject"
+    """What a message for a session that is running a turn does: reject (409), queue (runs
+    after the turn, in the same run), steer (joins the running turn), interrupt (stops it,
+    then runs)."""
     history: list[dict[str, Any]] | None = None
     """Seeds a new session (the OpenAI endpoints' earlier messages)."""
     system: str | None = None
@@ -97,12 +101,7 @@ class SessionHub:
             await self.require_session(session_id)
         live = self._live_session(session_id)
         if live.run is not None:
-            raise ApiError(
-                409,
-                f"session busy: {session_id} is running {live.run.id}; wait for it to end "
-                "or cancel it",
-                "session_busy",
-            )
+            return self._while_busy(live, live.run, request)
         run = Run(session_id, asyncio.get_running_loop(), self.settings.max_run_events)
         live.run, live.headless = run, request.headless
         self.runs[run.id] = run
@@ -145,6 +144,44 @@ class SessionHub:
             live.session_id = current
             self._live[current] = live
 
+    def _while_busy(self, live: LiveSession, run: Run, request: TurnRequest) -> Run:
+        """A message for a session whose turn is running: the run it joins, as asked."""
+        agent, text = live.agent, request.text
+        if request.when_busy == "queue":
+            agent.queue(text)
+        elif request.when_busy == "steer":
+            agent.steer(text)
+        elif request.when_busy == "interrupt":
+            agent.interrupt(text)
+        else:
+            raise ApiError(
+                409,
+                f"session busy: {live.session_id} is running {run.id}; wait for it to end, "
+                'cancel it, or send with "when_busy": "queue", "steer" or "interrupt"',
+                "session_busy",
+            )
+        return run
+
+    def steer(self, run_id: str, text: str) -> str:
+        """Add a steer to a running run's turn; 409 once the run has ended."""
+        return self._running(run_id).agent.steer(text)
+
+    async def queue(self, session_id: str, text: str) -> tuple[Run, str | None]:
+        """Queue a message on a session: it runs after the turn in progress (in the same run),
+        or at once in a new run when the session is idle. (run, queued message id or None)."""
+        live = self._live.get(session_id)
+        if live is not None and live.run is not None:
+            return live.run, live.agent.queue(text)
+        run = await self.start_turn(TurnRequest(text=text, session_id=session_id))
+        return run, None
+
+    def _running(self, run_id: str) -> LiveSession:
+        run = self.run(run_id)
+        live = self._live.get(run.session_id)
+        if run.done or live is None or live.run is not run:
+            raise ApiError(409, f"run {run_id} has already finished ({run.status})")
+        return live
+
     def run(self, run_id: str) -> Run:
         run = self.runs.get(run_id)
         if run is None:
@@ -152,19 +189,12 @@ class SessionHub:
         return run
 
     def cancel(self, run_id: str) -> Run:
-        run = self.run(run_id)
-        live = self._live.get(run.session_id)
-        if run.done or live is None or live.run is not run:
-            raise ApiError(409, f"run {run_id} has already finished ({run.status})")
-        live.agent.interrupt(reason="cancelled by the client")
-        return run
+        self._running(run_id).agent.interrupt(reason="cancelled by the client")
+        return self.run(run_id)
 
     def respond(self, run_id: str, request_id: str, answer: object) -> None:
         """Answer a pending approval or clarify request of a running run."""
-        run = self.run(run_id)
-        live = self._live.get(run.session_id)
-        if run.done or live is None or live.run is not run:
-            raise ApiError(409, f"run {run_id} has already finished ({run.status})")
+        live = self._running(run_id)
         try:
             accepted = live.agent.respond(request_id, answer)
         except ValueError as exc:

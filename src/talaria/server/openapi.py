@@ -131,7 +131,17 @@ _RUN_BODY = {
     "properties": {
         "input": {"type": "string", "minLength": 1},
         "session_id": {"type": "string", "description": "continue this session (else a new one)"},
+        "when_busy": {
+            "enum": ["reject", "queue", "steer", "interrupt"],
+            "description": "when the session is running a turn: refuse (409, the default), "
+            "run after it, join it before its next model call, or stop it and run this",
+        },
     },
+}
+_TEXT_BODY = {
+    "type": "object",
+    "required": ["text"],
+    "properties": {"text": {"type": "string", "minLength": 1}},
 }
 _CHAT_BODY = {
     "type": "object",
@@ -157,7 +167,8 @@ _EVENTS_DOC = (
     "Server-sent events, `id:` numbered from 1, resumable with `Last-Event-ID` (or `?after=`). "
     "Names: run.started, message.delta, reasoning.delta, tool.started, tool.completed, "
     "approval.requested, approval.resolved, clarify.requested, clarify.resolved, "
-    "request.withdrawn, notice, then one of run.completed, run.failed, run.cancelled."
+    "request.withdrawn, notice, steer.accepted, steer.delivered, message.queued, "
+    "queued_message.started, then one of run.completed, run.failed, run.cancelled."
 )
 
 
@@ -236,6 +247,26 @@ def _paths() -> dict[str, Any]:
                     "required": ["answer"],
                     "properties": {"answer": {"type": "string"}},
                 },
+            )
+        },
+        "/v1/runs/{run_id}/steer": {
+            "post": _op(
+                "steer the running turn: the text reaches the model with its next call",
+                _ok(_OBJECT, "accepted"),
+                params=[run_id],
+                body=_TEXT_BODY,
+                ok_status="202",
+                errors=(401, 404, 409, 422),
+            )
+        },
+        "/v1/sessions/{session_id}/queue": {
+            "post": _op(
+                "queue a message: it runs after the turn in progress (or now, when idle)",
+                _ok(_ref("Run"), "accepted"),
+                params=[session_id],
+                body=_TEXT_BODY,
+                ok_status="202",
+                errors=(401, 404, 422),
             )
         },
         "/v1/runs/{run_id}/cancel": {

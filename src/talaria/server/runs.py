@@ -63,6 +63,10 @@ EVENT_NAMES: dict[type, Callable[[Any], tuple[str, dict[str, Any]]]] = {
     ev.RequestResolved: _resolved,
     ev.RequestWithdrawn: lambda e: ("request.withdrawn", asdict(e)),
     ev.Notice: lambda e: ("notice", {"level": e.level, "message": e.message}),
+    ev.SteerAccepted: lambda e: ("steer.accepted", asdict(e)),
+    ev.SteerDelivered: lambda e: ("steer.delivered", asdict(e)),
+    ev.MessageQueued: lambda e: ("message.queued", asdict(e)),
+    ev.QueuedMessageStarted: lambda e: ("queued_message.started", asdict(e)),
 }
 """Engine event -> (API event name, data). Events not listed (status, steps) stay internal."""
 

@@ -262,6 +262,17 @@
     "clarify.resolved": function (d) { settle(d.request_id, "answered"); },
     "request.withdrawn": function (d) { settle(d.request_id, "withdrawn (" + d.reason + ")"); },
     "notice": function (d) { note(d.message); },
+    "steer.accepted": function (d) { state.answer = null; add("msg user steer", renderMarkdown(d.text)); },
+    "message.queued": function (d) {
+      const waiting = note("queued (" + d.position + "): " + d.text);
+      waiting.dataset.queued = d.message_id;
+    },
+    "queued_message.started": function (d) {
+      const waiting = transcript.querySelector('[data-queued="' + d.message_id + '"]');
+      if (waiting) waiting.remove();
+      state.answer = null; state.thought = null;
+      message("user", d.text);
+    },
     "run.completed": function (d) { finish(d, null); },
     "run.cancelled": function (d) { finish(d, "cancelled"); },
     "run.failed": function (d) { add("msg error", escapeHtml(d.error || "the run failed")); finish(d, null); },
@@ -277,7 +288,7 @@
   function idle() {
     if (state.stream) state.stream.abort();
     state.run = null; state.stream = null; state.answer = null; state.thought = null;
-    $("send").disabled = false; $("cancel").hidden = true;
+    $("send").textContent = "Send"; $("cancel").hidden = true; $("steer").hidden = true;
     loadSessions().catch(function (error) { note(error.message); });
   }
 
@@ -294,7 +305,7 @@
 
   function attach(runId, eventsUrl) {
     state.run = runId; state.streamed = false;
-    $("send").disabled = true; $("cancel").hidden = false;
+    $("send").textContent = "Queue"; $("cancel").hidden = false; $("steer").hidden = false;
     state.stream = follow(eventsUrl, function (name, data) {
       if (handlers[name]) handlers[name](data);
     }, lost);
@@ -307,6 +318,7 @@
       const run = await api("POST", "/v1/runs", { input: text, session_id: state.session || undefined });
       choose(run.session_id);
       $("session-title").textContent = run.session_id;
+      $("send").disabled = false;
       attach(run.run_id, run.events_url);
     } catch (error) {
       add("msg error", escapeHtml(error.message));
@@ -315,12 +327,23 @@
     }
   }
 
+  // While a turn runs, Enter (the Queue button) queues the message for after it, and Steer
+  // hands it to the running turn before its next model call; the run's events show both.
   $("composer").onsubmit = function (event) {
     event.preventDefault();
     const text = $("input").value.trim();
-    if (!text || state.run) return;
+    if (!text) return;
     $("input").value = "";
-    send(text);
+    if (!state.run) { send(text); return; }
+    api("POST", "/v1/sessions/" + encodeURIComponent(state.session) + "/queue", { text: text })
+      .catch(function (e) { note("not queued: " + e.message); });
+  };
+  $("steer").onclick = function () {
+    const text = $("input").value.trim();
+    if (!text || !state.run) return;
+    $("input").value = "";
+    api("POST", "/v1/runs/" + state.run + "/steer", { text: text })
+      .catch(function (e) { note("not steered: " + e.message); });
   };
   $("input").onkeydown = function (event) {
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
