@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from talaria.callbacks import CallbackSink, answer_with_callbacks
 from talaria.collector import paused_the_first_time
-from talaria.config import Config, add_to_config_list
+from talaria.config import Config
 from talaria.core import Content, Message
 from talaria.events import Event
 from talaria.interaction import Interactions, Request
@@ -566,6 +566,8 @@ class Agent:
 
     def _persist_allowlist(self, command: str) -> None:
         """Add the grant to the file as it is now (other agents may have added theirs)."""
+        from talaria.config_write import add_to_config_list
+
         add_to_config_list(self.home / "config.yaml", "command_allowlist", command)
 
 

@@ -310,36 +310,8 @@ def _expand_dotted(overrides: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def set_config_value(path: Path, dotted: str, value: Any) -> None:
-    """Write one dotted key into the YAML file, keeping the rest of it."""
-    import yaml
+    """Write one dotted key into the YAML file, keeping the rest of it (its comments and
+    layout too: `talaria.config_write`)."""
+    from talaria import config_write
 
-    data = read_config_file(path)
-    node = data
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        child = node.get(part)
-        if not isinstance(child, dict):
-            child = {}
-            node[part] = child
-        node = child
-    node[leaf] = value
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".yaml.{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def add_to_config_list(path: Path, dotted: str, item: Any) -> None:
-    """Append `item` to a list key unless it is there, re-reading the file under an exclusive
-    lock so that concurrent writers (two agents granting "always") never drop each other's."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".yaml.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        node: Any = read_config_file(path)
-        for part in dotted.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        current = list(node) if isinstance(node, list) else []
-        if item not in current:
-            set_config_value(path, dotted, [*current, item])
+    config_write.set_config_value(path, dotted, value)

@@ -83,7 +83,8 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from talaria.config import ConfigError, set_config_value
+    from talaria.config import ConfigError
+    from talaria.config_write import set_config_entry
     from talaria.mcp.config import parse_servers
 
     path = _config_path(args)
@@ -110,22 +111,21 @@ def _add(args: argparse.Namespace) -> int:
     }
     entry.update({key: value for key, value in optional.items() if value})
     parse_servers({args.name: entry})
-    servers[args.name] = entry
-    set_config_value(path, "mcp_servers", servers)
+    set_config_entry(path, ["mcp_servers", args.name], entry)
     print(f"added MCP server {args.name!r} to {path}")
     return EXIT_OK
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from talaria.config import ConfigError, set_config_value
+    from talaria.config import ConfigError
+    from talaria.config_write import remove_config_entry
 
     path = _config_path(args)
     servers = _servers_in_file(path)
     if args.name not in servers:
         known = ", ".join(servers) or "none"
         raise ConfigError(f"no MCP server named {args.name!r} (configured: {known})")
-    del servers[args.name]
-    set_config_value(path, "mcp_servers", servers)
+    remove_config_entry(path, ["mcp_servers", args.name])
     print(f"removed MCP server {args.name!r} from {path}")
     return EXIT_OK
 
