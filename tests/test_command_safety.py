@@ -3,6 +3,8 @@ tools' write policy is in tests/security/test_write_boundary.py)."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,21 @@ _SHELLISH = st.text(
 def test_any_text_gets_a_verdict_never_an_exception(command: str) -> None:
     verdict = assess_command(command)
     assert verdict is None or (verdict.pattern and verdict.reason)
+
+
+@pytest.mark.parametrize(
+    "command", ["sh queue", "cat queue | sh", "psql < queue", "make -f - < queue"]
+)
+def test_a_fifo_is_never_opened_so_the_check_cannot_stall(tmp_path: Path, command: str) -> None:
+    """Opening a FIFO for reading blocks until a writer comes: the policy must not."""
+    os.mkfifo(tmp_path / "queue")
+    verdicts: list[object] = []
+    checker = threading.Thread(target=lambda: verdicts.append(assess_command(command, tmp_path)))
+    checker.start()
+    checker.join(60)
+    if checker.is_alive():
+        with open(tmp_path / "queue", "w"):
+            pass  # let the stalled check finish before failing
+        checker.join()
+        pytest.fail(f"{command!r} opened the FIFO and waited for a writer")
+    assert verdicts != [None]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 _FETCHERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh"})
 _DECODERS = frozenset({"base64", "base32", "xxd", "openssl", "uudecode", "gpg", "rev"})
 _PASS_THROUGH = frozenset({"cat", "tee", "head", "tail"})
+_LISTERS = frozenset({"find", "ls", "fd", "fdfind", "tree"})
 
 
 @frozen(slots=True)
@@ -40,6 +41,9 @@ class Flow:
     """What the command writes to its output, when that is known exactly."""
     fetched: bool
     """The output is (or contains) a download or a decoded payload."""
+    sources: tuple[str, ...] = ()
+    """Directories whose paths the output lists (`find DIR`, `ls DIR`): what `| xargs cat`
+    would read."""
 
 
 def is_decoder(argv: list[Arg]) -> bool:
@@ -88,6 +92,9 @@ def output_of(argv: list[Arg], command: Command, before: Flow | None, sc: Scanne
         return Flow(None, True)
     if name in ("echo", "printf"):
         return Flow(printed_text(argv), False)
+    if name in _LISTERS:
+        starts = [a for a in argv[1:] if not a.startswith(("-", "(", "!"))]
+        return Flow(None, False, tuple(starts[:1] if name == "find" else starts) or (".",))
     fetched = before.fetched if before else False
     if name in _PASS_THROUGH:
         own = _own_input(argv, command, sc) if name != "tee" else None

@@ -11,7 +11,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from talaria.policy import rules_code, rules_files, rules_shell, rules_system
+from talaria.policy import (
+    rules_code,
+    rules_editors,
+    rules_files,
+    rules_git,
+    rules_runners,
+    rules_shell,
+    rules_system,
+)
 from talaria.policy.command_words import (
     INTERPRETER,
     SHELLS,
@@ -74,19 +82,6 @@ def _su(argv: list[Arg], sc: Scanner) -> list[Finding]:
     return found
 
 
-_SSH_VALUE_OPTIONS = frozenset("bcDEeFIiJLlmOopQRSWw")
-
-
-def _ssh(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    """`ssh host CMD...` runs CMD in the remote shell: check it like a local one."""
-    i = 1
-    while i < len(argv) and argv[i].startswith("-"):
-        takes_value = len(argv[i]) == 2 and argv[i][1] in _SSH_VALUE_OPTIONS
-        i += 2 if takes_value else 1
-    remote = argv[i + 1 :]
-    return sc.nested(" ".join(remote)) if remote else []
-
-
 def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
     """-delete and -exec rm below the root or a system directory are the hard floor."""
     found, i = [], 1
@@ -94,17 +89,23 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
         i += 1
     start_end = i
     whole_system = any(top_level(start, sc.cwd) for start in argv[1:i])
+    starts = argv[1:start_end] or [Arg(".")]
     while i < len(argv):
         if argv[i] == "-delete":
             found.append(Finding("deletes every file find matches", "find -delete"))
+        if argv[i] in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(argv):
+            found += rules_files.write_target(argv[i + 1], sc)
         if argv[i] in ("-exec", "-execdir", "-ok", "-okdir"):
             end = i + 1
             while end < len(argv) and argv[end] not in (";", "+"):
                 end += 1
             inner = [computed(a) if a == "{}" else a for a in argv[i + 1 : end]]
             found += sc.check(inner)
-            if inner and program_name(inner[0]) in ("rm", "shred"):
+            inner_name = program_name(inner[0]) if inner else ""
+            if inner_name in ("rm", "shred"):
                 found.append(Finding("deletes every file find matches", "find -delete"))
+            if inner_name in rules_files.READERS or inner_name in SHELLS:
+                found += rules_files.secret_reads(starts, sc, recursive=True)
             i = end
         i += 1
     if whole_system and found:
@@ -113,26 +114,6 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
         reason = "deletes files below a directory known only at run time"
         found.append(Finding(reason, "find -delete", unresolved=True))
     return found
-
-
-def _git(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    i = 1
-    while i < len(argv) and argv[i].startswith("-"):
-        i += 2 if argv[i] in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") else 1
-    sub, rest = (argv[i] if i < len(argv) else ""), argv[i + 1 :]
-    flags = short_flags(rest)
-    if sub == "push" and (
-        "f" in flags
-        or any(a.startswith(("--force", "--mirror")) or a.startswith("+") for a in rest)
-    ):
-        return [Finding("rewrites history on the remote", "git push --force")]
-    if sub == "reset" and "--hard" in rest:
-        return [Finding("discards uncommitted changes", "git reset --hard")]
-    if sub == "clean" and ("f" in flags or "--force" in rest):
-        return [Finding("deletes untracked files", "git clean -f")]
-    if sub == "branch" and ("D" in flags or ("--delete" in rest and "--force" in rest)):
-        return [Finding("deletes a branch that may not be merged", "git branch -D")]
-    return []
 
 
 def _chmod(argv: list[Arg], sc: Scanner) -> list[Finding]:
@@ -238,13 +219,24 @@ _POWER = "turns the machine off or restarts it"
 _RULES: dict[str, Rule] = {
     "rm": rm_rule,
     "dd": rules_files.dd_rule,
-    "git": _git,
+    "git": rules_git.git_rule,
     "chmod": _chmod,
     "chown": _chown,
     "chgrp": _chown,
     "kill": rules_system.kill_rule,
     "find": _find,
-    "ssh": _ssh,
+    "ssh": rules_runners.ssh_rule,
+    "tar": rules_runners.tar_rule,
+    "man": rules_runners.man_rule,
+    "less": rules_runners.pager_rule,
+    "more": rules_runners.pager_rule,
+    "most": rules_runners.pager_rule,
+    "make": rules_runners.make_rule,
+    "gmake": rules_runners.make_rule,
+    "ed": rules_editors.ed_rule,
+    "red": rules_editors.ed_rule,
+    "mawk": rules_code.awk_rule,
+    "nawk": rules_code.awk_rule,
     "cd": _cd,
     "eval": rules_code.eval_rule,
     "alias": rules_shell.alias_rule,
@@ -257,7 +249,7 @@ _RULES: dict[str, Rule] = {
     "su": _su,
     "tee": rules_files.writes_rule,
     "sponge": rules_files.writes_rule,
-    "sed": rules_files.writes_rule,
+    "sed": rules_editors.sed_rule,
     "truncate": rules_files.truncate_rule,
     "curl": rules_files.download_rule,
     "wget": rules_files.download_rule,
@@ -293,8 +285,12 @@ _RULES: dict[str, Rule] = {
 }
 for _name in rules_files.READERS:
     _RULES.setdefault(_name, rules_files.reads_rule)
-for _name in ("cp", "mv", "install", "ln", "rsync", "scp"):
+for _name in ("cp", "mv", "install", "ln"):
     _RULES[_name] = rules_files.copies_rule
+for _name in ("rsync", "scp", "sftp"):
+    _RULES[_name] = rules_runners.remote_copy_rule
+for _name in ("vi", "vim", "nvim", "view", "ex", "gvim", "vimdiff", "rvim", "rview"):
+    _RULES[_name] = rules_editors.vim_rule
 for _name in ("shutdown", "reboot", "halt", "poweroff"):
     _RULES[_name] = _blocked("shutdown", _POWER)
 for _name in ("mkfs", "mke2fs", "mkswap", "wipefs", "blkdiscard", "mkntfs", "mkdosfs", "newfs"):

@@ -12,20 +12,24 @@ nesting deeper than the cap) needs approval: fail closed.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from talaria.policy.approval import Assessment
 from talaria.policy.command_flow import Flow, output_of, piped_code, reads_program_from_stdin
 from talaria.policy.command_rules import rm_rule, rule_for
 from talaria.policy.command_words import SHELLS, Arg, Finding, ScanContext, program_name
-from talaria.policy.command_wrappers import unwrap
+from talaria.policy.command_wrappers import XARGS_INPUT, unwrap
 from talaria.policy.expansion import BRACE_LIST, expand_braces, lookup, positional, split_fields
 from talaria.policy.functions import definitions, fork_bomb
 from talaria.policy.known_safe import is_known_safe
 from talaria.policy.rules_code import local_program
+from talaria.policy.rules_env import assignment_findings
 from talaria.policy.rules_files import (
+    READERS,
     read_redirect,
     remember_write,
+    secret_reads,
     write_target,
     write_targets,
 )
@@ -68,6 +72,12 @@ class Scanner:
         """The simple command being judged (rules read its heredoc and redirections)."""
         self.piped_text: list[str] = []
         """What an earlier command of the pipeline writes into it, when that is known."""
+        self.stdin_unknown = False
+        """An earlier command of the pipeline writes into it, and what cannot be known."""
+        self.piped_sources: tuple[str, ...] = ()
+        """Directories whose paths an earlier command of the pipeline lists into it."""
+        self.assignments: list[Arg] = []
+        """The `NAME=value` words of the command being expanded (`export` ones too)."""
 
     def nested(self, src: str, args: list[Arg] | None = None) -> list[Finding]:
         """Findings for code this line runs (`sh -c`, `eval`, a function body); `args` are
@@ -94,9 +104,12 @@ class Scanner:
                         for f in self.nested(p.text)
                     ]
                 argv = self._expand_command(command)
+                found += assignment_findings(self.assignments, self)
                 self.piped_text = [flow.text] if flow is not None and flow.text else []
+                self.stdin_unknown = flow is not None and flow.text is None
+                self.piped_sources = flow.sources if flow is not None else ()
                 found += self.check(argv, command, flow)
-                real = unwrap(argv)[0]
+                real = unwrap(argv).argv
                 if flow is not None and reads_program_from_stdin(real):
                     found += piped_code(real, flow, self)
                 flow = output_of(real, command, flow, self)
@@ -107,18 +120,21 @@ class Scanner:
     ) -> list[Finding]:
         """Findings for one simple command (already expanded)."""
         found = self._redirections(argv, command, flow) if command else []
-        stdin = [Arg(w) for text in self.piped_text for w in text.split()] or None
-        logs: list[Arg] = []
-        argv, wrapped = unwrap(argv, stdin, logs)
-        found += wrapped + write_targets(logs, self)
+        stdin = [Arg(w) for text in self.piped_text for w in _xargs_words(text)] or None
+        stripped = unwrap(argv, stdin)
+        argv = stripped.argv
+        found += stripped.found + write_targets(stripped.logs, self)
+        found += assignment_findings(stripped.assignments, self)
         if not argv:
             return found
         self.command = command
         if command and reads_program_from_stdin(argv):
             found += self._stdin_code(argv, command)
         name = program_name(argv[0])
+        if name in READERS and any(a.dynamic and a == XARGS_INPUT for a in argv):
+            found += secret_reads([Arg(s) for s in self.piped_sources], self, recursive=True)
         if argv[0] in self.ctx.functions:
-            return found + self.nested(self.ctx.functions[argv[0]], argv[1:])
+            return found + self._call(argv)
         if not name or "$" in name or (name not in ("[", "[[") and any(c in name for c in "*?[")):
             found.append(Finding("the program name is computed at run time", "dynamic command"))
             found += [f for f in rm_rule([Arg("rm"), *argv[1:]], self) if f.blocked]
@@ -132,6 +148,18 @@ class Scanner:
             self.ctx.unknown.append(name)
         return found
 
+    def _call(self, argv: list[Arg]) -> list[Finding]:
+        """A function (or alias) this line defined: its body, with the call's arguments as
+        `$1`...; a recursive call is not expanded again (the body is being judged)."""
+        name = argv[0]
+        if name in self.ctx.calling:
+            return []
+        self.ctx.calling.add(name)
+        try:
+            return self.nested(self.ctx.functions[name], argv[1:])
+        finally:
+            self.ctx.calling.discard(name)
+
     def _redirections(self, argv: list[Arg], command: Command, flow: Flow | None) -> list[Finding]:
         """Writes through `>` are judged like write_file; what they write is remembered."""
         found: list[Finding] = []
@@ -139,7 +167,7 @@ class Scanner:
             path = (self.expand(target) or [Arg("")])[0]
             if op in WRITE_REDIRECTS:
                 found += write_target(path, self)
-                written = output_of(unwrap(argv)[0], command, flow, self)
+                written = output_of(unwrap(argv).argv, command, flow, self)
                 if written.text is not None:
                     remember_write(path, written.text, self)
             elif op == "<":
@@ -174,8 +202,10 @@ class Scanner:
         count = 0
         while count < len(argv) and _is_assignment(argv[count]):
             count += 1
+        self.assignments = argv[:count]
         if count == len(argv) or argv[count] in _DECLARERS:
-            for assignment in filter(_is_assignment, argv):
+            self.assignments = list(filter(_is_assignment, argv))
+            for assignment in self.assignments:
                 name, _, value = assignment.partition("=")
                 self.env[name] = value
             return []
@@ -235,12 +265,21 @@ class Scanner:
         for pipeline in parse(src):
             flow: Flow | None = None
             for command in pipeline:
-                flow = output_of(unwrap(inner._expand_command(command))[0], command, flow, inner)
+                flow = output_of(unwrap(inner._expand_command(command)).argv, command, flow, inner)
             if flow is not None:
                 texts.append(flow.text)
                 fetched = fetched or flow.fetched
         known = [t for t in texts if t is not None]
         return Flow("\n".join(known) if len(known) == len(texts) else None, fetched)
+
+
+def _xargs_words(text: str) -> list[str]:
+    """The words xargs reads from `text`: split at blanks, quotes and backslashes honoured
+    (`echo "'rm -rf ~'" | xargs sh -c` hands sh one word)."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
 
 
 def judge_command(command: str, cwd: Path | str | None = None, home: Path | None = None) -> Verdict:

@@ -117,6 +117,8 @@ class ScanContext:
     table, a write to a file): quiet inside the sandbox, asked about without one."""
     functions: dict[str, str] = field(default_factory=dict)
     """Shell functions and aliases the line defines, by name, with their bodies."""
+    calling: set[str] = field(default_factory=set)
+    """The functions whose bodies are being judged for a call right now."""
 
 
 Rule = Callable[[list[Arg], "Scanner"], list[Finding]]
@@ -207,9 +209,10 @@ def absolute(target: str, sc: Scanner) -> str | None:
 
 
 def read_text(target: str, sc: Scanner, limit: int = 1_000_000) -> str | None:
-    """The text of the file `target` names (None when it cannot be read)."""
+    """The text of the regular file `target` names (None when it cannot be read). Devices,
+    pipes and FIFOs are never opened: `cat /dev/urandom` or a FIFO would stall the check."""
     path = absolute(target, sc)
-    if path is None:
+    if path is None or not os.path.isfile(path):
         return None
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:

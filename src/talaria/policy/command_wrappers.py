@@ -111,6 +111,12 @@ def _is_command_option(arg: str, spec: Wrapper) -> bool:
     return arg in (option, "--command") or cluster
 
 
+def _assigns(word: str) -> bool:
+    """`NAME=value`, or an exported function `BASH_FUNC_name%%=() { ...; }`."""
+    name, eq, _ = word.partition("=")
+    return bool(eq) and (NAME.fullmatch(name) is not None or name.startswith("BASH_FUNC_"))
+
+
 def _skip_options(name: str, argv: list[Arg], spec: Wrapper) -> tuple[int, list[Arg] | None]:
     """Index of the first operand, and the command a `-c`/`env -S` option carries."""
     i = 1
@@ -127,17 +133,21 @@ def _skip_options(name: str, argv: list[Arg], spec: Wrapper) -> tuple[int, list[
             return len(argv), [Arg("sh"), Arg("-c"), code]
         if a.startswith("-") and len(a) > 1:
             i += 2 if a in spec.with_value else 1
-        elif name in ("sudo", "doas", "env") and NAME.fullmatch(a.partition("=")[0]) and "=" in a:
+        elif name in ("sudo", "doas", "env") and _assigns(a):
             i += 1
         else:
             break
     return i, None
 
 
+XARGS_INPUT = "${stdin}"
+"""The word xargs adds when what it reads cannot be known."""
+
+
 def _xargs_command(options: list[Arg], command: list[Arg], stdin: list[Arg] | None) -> list[Arg]:
     """The command xargs runs: its words plus what it reads (`stdin`, when the line shows
     it; else a word known only at run time), or with them in place of `-I` replace-str."""
-    words = stdin or [computed("${stdin}")]
+    words = stdin or [computed(XARGS_INPUT)]
     command = command or [Arg("echo")]
     replace = option_value([Arg("xargs"), *options], "-I", "--replace", "-i")
     if replace is None and any(a in ("-i", "--replace") for a in options):
@@ -177,24 +187,34 @@ def _outputs(name: str, argv: list[Arg], spec: Wrapper) -> list[Arg]:
     return found
 
 
-def unwrap(
-    argv: list[Arg], stdin: list[Arg] | None = None, outputs: list[Arg] | None = None
-) -> tuple[list[Arg], list[Finding]]:
+class Unwrapped(NamedTuple):
+    """What is left once the wrappers are stripped, and what the wrappers did themselves."""
+
+    argv: list[Arg]
+    found: list[Finding]
+    logs: list[Arg]
+    """Files the wrappers write (`strace -o FILE`, `script -c CMD FILE`)."""
+    assignments: list[Arg]
+    """Variables the wrappers set for the command (`env BASH_ENV=f sh`, `sudo X=1 cmd`)."""
+
+
+def unwrap(argv: list[Arg], stdin: list[Arg] | None = None) -> Unwrapped:
     """Strip sudo/env/timeout/taskset/... to reach the program that really runs. `stdin`:
-    the words piped into the command, which xargs appends to the one it runs; `outputs`
-    collects the files the wrappers themselves write (`strace -o FILE`)."""
+    the words piped into the command, which xargs appends to the one it runs."""
     found: list[Finding] = []
+    logs: list[Arg] = []
+    assignments: list[Arg] = []
     while argv and (spec := WRAPPERS.get(program_name(argv[0]))) is not None:
         name = program_name(argv[0])
         if name in ("sudo", "doas", "pkexec"):
             found.append(Finding(f"runs as root through {name}", "sudo"))
         if name == "command" and argv[1:2] in (["-v"], ["-V"]):
-            return [], found
+            return Unwrapped([], found, logs, assignments)
         if spec.pid_option and spec.pid_option in argv[1:]:
-            return [], found  # acts on a running process: nothing is started
-        if outputs is not None:
-            outputs += _outputs(name, argv, spec)
+            return Unwrapped([], found, logs, assignments)  # acts on a running process
+        logs += _outputs(name, argv, spec)
         i, carried = _skip_options(name, argv, spec)
+        assignments += [a for a in argv[1:i] if _assigns(a)]
         if carried is None and spec.leading:
             i += spec.leading  # flock FILE -c CMD: the command option may follow the operands
             if i < len(argv) and _is_command_option(argv[i], spec):
@@ -203,4 +223,4 @@ def unwrap(
         if name == "xargs":
             command = _xargs_command(argv[1:i], command, stdin)
         argv = command
-    return argv, found
+    return Unwrapped(argv, found, logs, assignments)

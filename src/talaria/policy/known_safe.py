@@ -20,6 +20,7 @@ from talaria.policy.command_words import (
     shell_payload,
     short_flags,
 )
+from talaria.policy.rules_git import runs_code
 
 _READ_ONLY = frozenset(
     {
@@ -66,15 +67,18 @@ _GIT_LISTS: dict[str, frozenset[str]] = {
     "config": frozenset({"--get", "--get-all", "--get-regexp", "--list", "-l", "get", "list"}),
 }
 """Subcommands that only list with these words, and change things with others."""
-_GIT_VALUE_OPTIONS = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
+_GIT_VALUE_OPTIONS = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
 
 
 def _git(argv: list[Arg]) -> bool:
-    """Read-only git: `git status`, `git log -p`, `git branch -a`; never `-c` (config can
-    name a program to run) or `--exec-path` (a directory of programs to run)."""
+    """Read-only git: `git status`, `git log -p`, `git branch -a`; never with a `-c` setting
+    that names a program to run, or `--exec-path` (a directory of programs to run)."""
     i = 1
     while i < len(argv) and argv[i].startswith("-"):
-        if argv[i] == "-c" or argv[i].startswith(("-c", "--exec-path", "--config-env")):
+        setting = argv[i + 1] if argv[i] == "-c" and i + 1 < len(argv) else ""
+        if runs_code(setting.partition("=")[0]) or argv[i].startswith(
+            ("--exec-path", "--config-env")
+        ):
             return False
         i += 2 if argv[i] in _GIT_VALUE_OPTIONS else 1
     sub, rest = (argv[i] if i < len(argv) else ""), argv[i + 1 :]

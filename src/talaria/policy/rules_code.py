@@ -25,6 +25,7 @@ from talaria.policy.command_words import (
     absolute,
     program_name,
     protected,
+    read_text,
     shell_payload,
 )
 from talaria.policy.shell_syntax import ansi_c
@@ -133,6 +134,27 @@ def inline_code(code: Arg | str, sc: Scanner, language: str) -> list[Finding]:
     return [*found, Finding(reason, INLINE_CODE)]
 
 
+def opaque(what: str) -> Finding:
+    """Code a program will run that cannot be read here: asked about, like inline code."""
+    return Finding(f"runs {what}, which cannot be checked", INLINE_CODE)
+
+
+def stdin_texts(sc: Scanner) -> tuple[list[str], bool]:
+    """(what the command being judged reads on stdin: its here-document, here-strings,
+    `< FILE` and the text piped into it; whether part of it cannot be known)."""
+    command = sc.command
+    texts = [command.heredoc] if command is not None and command.heredoc else []
+    unknown = sc.stdin_unknown
+    for op, target in command.redirects if command is not None else []:
+        if op == "<<<":
+            texts.append(" ".join(sc.expand(target)))
+        elif op == "<":
+            text = read_text(" ".join(sc.expand(target)), sc)
+            unknown = unknown or text is None
+            texts += [text] if text is not None else []
+    return texts + sc.piped_text, unknown
+
+
 def read_script(path_arg: Arg, sc: Scanner) -> tuple[str | None, list[Finding]]:
     """The text of a script about to run, or the finding that says why it cannot be had."""
     if path_arg.fetched:
@@ -146,8 +168,8 @@ def read_script(path_arg: Arg, sc: Scanner) -> tuple[str | None, list[Finding]]:
         f"runs the script {path_arg}, which cannot be read to check it before it runs",
         "unreadable script",
     )
-    if path is None or path in sc.ctx.rewritten:
-        return None, [unreadable]
+    if path is None or path in sc.ctx.rewritten or not os.path.isfile(path):
+        return None, [unreadable]  # a FIFO or device would stall the check: never opened
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_SCRIPT_BYTES + 1)
@@ -224,14 +246,40 @@ def interpreter_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
             code = argv[i + 1] if i + 1 < len(argv) else Arg("")
             return [*edits, *inline_code(code, sc, language)]
         if a == "-m":
-            from talaria.policy.command_rules import packages_rule
-
-            module = argv[i + 1 :]
-            return packages_rule(module, sc) if module[:1] == ["pip"] else []
+            return [*edits, *_module(argv[i + 1 :], sc, language)]
         if not a.startswith("-"):
             return [*edits, *interpreter_script(a, sc)]
         i += 2 if a in _VALUE_FLAGS else 1
     return edits
+
+
+_STATEMENT_MODULES = frozenset({"timeit"})
+"""`python -m timeit -s SETUP STMT`: every argument is code it runs."""
+_SCRIPT_MODULES = {"cProfile": {"-o", "-s"}, "profile": {"-o", "-s"}, "pdb": {"-c"}, "trace": set()}
+"""Modules that run a script named after their own options (with those options' values)."""
+
+
+def _module(args: list[Arg], sc: Scanner, language: str) -> list[Finding]:
+    """`python -m MODULE ARGS`: pip is judged as pip; timeit runs its arguments as code;
+    cProfile, profile, pdb and trace run a script, which is read."""
+    module, rest = (args[0] if args else ""), args[1:]
+    if module == "pip":
+        from talaria.policy.command_rules import packages_rule
+
+        return packages_rule(args, sc)
+    if module in _STATEMENT_MODULES:
+        statements = [a for a in rest if not a.startswith("-") or a.startswith("--setup=")]
+        return inline_code("\n".join(statements), sc, f"{language} (timeit)")
+    values = _SCRIPT_MODULES.get(module)
+    i = 0
+    while values is not None and i < len(rest):
+        if rest[i] in values or rest[i] == "-m":
+            i += 2
+        elif rest[i].startswith("-"):
+            i += 1
+        else:
+            return interpreter_script(rest[i], sc)
+    return []
 
 
 def _perl_in_place(argv: list[Arg], sc: Scanner) -> list[Finding]:
@@ -276,15 +324,30 @@ def source_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
     return shell_script(script, sc)
 
 
+_AWK_RUNS = re.compile(r"\bsystem\s*\(|\||@load")
+
+
 def awk_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    """awk's system() and pipes run shell commands."""
+    """awk's system(), pipes and extensions run shell commands or load code; its program
+    is the first operand, or the `-f` files and `-e` texts."""
     from talaria.policy.rules_files import reads_rule
 
-    program = next((a for a in argv[1:] if not a.startswith("-")), "")
+    programs: list[str | None] = []
+    for k, a in enumerate(argv[1:], 1):
+        value = argv[k + 1] if k + 1 < len(argv) else Arg("")
+        if a in ("-f", "--file", "-i", "--include"):
+            programs.append(read_text(value, sc))
+        elif a in ("-e", "--source"):
+            programs.append(value)
+    if not programs:
+        programs.append(next((a for a in argv[1:] if not a.startswith("-")), ""))
     found = reads_rule(argv, sc)
-    if "system" not in program and "|" not in program:
-        return found
-    return [*found, *inline_code(program, sc, "awk")]
+    for program in programs:
+        if program is None:
+            found.append(opaque("an awk program that cannot be read"))
+        elif _AWK_RUNS.search(program):
+            found += inline_code(program, sc, "awk")
+    return found
 
 
 def printed_text(argv: list[Arg]) -> str:

@@ -22,6 +22,7 @@ from talaria.policy.command_words import (
     operands,
     option_value,
     program_name,
+    short_flags,
 )
 from talaria.tools.secret_files import secret_reason
 from talaria.tools.sensitive_paths import classify_write, is_block_device, talaria_settings
@@ -35,10 +36,20 @@ READERS = frozenset(
         "xxd", "hexdump", "hd", "strings", "base64", "base32", "grep", "egrep", "fgrep", "rg",
         "ag", "ack", "sed", "awk", "gawk", "cut", "sort", "uniq", "jq", "yq", "diff", "cmp",
         "view", "vi", "vim", "nano", "emacs", "paste", "fold", "fmt", "column", "tar", "zip",
-        "gzip", "openssl", "scp", "rsync",
+        "gzip", "openssl", "scp", "rsync", "rev", "iconv", "expand", "unexpand", "pr", "shuf",
+        "zcat", "bzcat", "xzcat", "zstdcat", "lz4cat", "gunzip", "bunzip2", "unxz", "zless",
+        "zmore", "zgrep", "bzip2", "xz", "zstd", "lz4", "7z", "basenc", "uuencode", "hexyl",
+        "sdiff", "split", "csplit", "dos2unix", "unix2dos", "gpg", "nc", "ncat", "socat",
+        "mawk", "look", "sftp",
     }
 )  # fmt: skip
-"""Programs whose file operands end up printed, copied or loaded (`source .env`)."""
+"""Programs whose file operands end up printed, copied, sent or loaded (`source .env`)."""
+_RECURSIVE = frozenset({"rg", "ag", "ack", "tar", "7z", "zip"})
+"""Readers that read whole directories given as operands (others do with -r, -R or -a)."""
+_SECRET_DIRS = (".ssh", ".aws", ".gnupg", ".password-store", ".kube", ".docker", ".config/gcloud")
+"""Below the user's home: directories of keys and credentials, whatever their files are
+called (a private key need not be named id_*)."""
+_PUBLIC_SSH = re.compile(r".*\.pub|known_hosts.*|authorized_keys2?|config")
 _PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "sed", "awk", "gawk"})
 _MAX_GLOB = 200
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.I)
@@ -93,19 +104,17 @@ def remember_write(target: str, text: str, sc: Scanner) -> None:
 
 
 def dd_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    return [f for a in argv[1:] if a.startswith("of=") for f in write_target(a[3:], sc)]
+    """`of=` is written; `if=` is read (a secret, or a whole disk device)."""
+    found = [f for a in argv[1:] if a.startswith("of=") for f in write_target(a[3:], sc)]
+    for source in (Arg(a[3:]) for a in argv[1:] if a.startswith("if=")):
+        found += secret_reads([source], sc)
+        if is_block_device(absolute(source, sc) or ""):
+            found.append(Finding(f"reads the whole disk device {source}", "read secrets"))
+    return found
 
 
 def writes_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    """tee FILE..., sponge FILE, sed -i FILE...: every file operand is written."""
-    name = program_name(argv[0])
-    if name == "sed":
-        in_place = re.search(r"(^|\s)-[a-zA-Z]*i", " ".join(argv[1:])) or any(
-            a.startswith("--in-place") for a in argv
-        )
-        if not in_place:
-            return reads_rule(argv, sc)
-        return write_targets(operands(argv[1:])[1:], sc)
+    """tee FILE..., sponge FILE: every file operand is written."""
     return write_targets(operands(argv[1:]), sc)
 
 
@@ -164,20 +173,29 @@ def _uploads(argv: list[Arg]) -> list[Arg]:
 
 
 def reads_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    """Reading a secret file into the output (or a copy) asks, as `read_file` would."""
+    """Reading a secret file into the output (or a copy) asks, as `read_file` would; so
+    does reading a directory that holds keys, or one above it, recursively."""
+    name = program_name(argv[0])
     files = operands(argv[1:])
-    if program_name(argv[0]) in _PATTERN_FIRST and not {"-e", "-f", "--regexp"} & set(argv):
+    if name in _PATTERN_FIRST and not {"-e", "-f", "--regexp"} & set(argv):
         files = files[1:]  # grep PATTERN FILE...: the pattern is not a file
-    reasons = [r for a in files for r in _secret_reasons(a, sc)]
+    recursive = (
+        name in _RECURSIVE or "--recursive" in argv or bool(set(short_flags(argv[1:])) & set("rRa"))
+    )
+    return secret_reads(files, sc, recursive)
+
+
+def secret_reads(files: list[Arg], sc: Scanner, recursive: bool = False) -> list[Finding]:
+    reasons = [r for a in files for r in _secret_reasons(a, sc, recursive)]
     return [Finding(f"reads {r}", "read secrets") for r in dict.fromkeys(reasons)]
 
 
 def read_redirect(target: str, sc: Scanner) -> list[Finding]:
     """`cmd < .env` reads the file whatever cmd is."""
-    return [Finding(f"reads {r}", "read secrets") for r in _secret_reasons(Arg(target), sc)]
+    return secret_reads([Arg(target)], sc)
 
 
-def _secret_reasons(word: Arg, sc: Scanner) -> list[str]:
+def _secret_reasons(word: Arg, sc: Scanner, recursive: bool = False) -> list[str]:
     if not word or "$" in word or _URL.match(word):
         return []
     path = absolute(word, sc)
@@ -186,5 +204,19 @@ def _secret_reasons(word: Arg, sc: Scanner) -> list[str]:
     paths = [path]
     if any(c in word for c in "*?["):
         paths = glob.glob(path, include_hidden=True)[:_MAX_GLOB]
-    reasons = [secret_reason(p, sc.ctx.talaria_home) for p in paths]
+    reasons = [secret_reason(p, sc.ctx.talaria_home) or _in_secret_dir(p, recursive) for p in paths]
     return [r for r in reasons if r is not None]
+
+
+def _in_secret_dir(path: str, recursive: bool) -> str | None:
+    """A file in a credentials directory, or (read recursively) such a directory or one
+    that holds it: the home, `/`."""
+    home = os.path.expanduser("~")
+    for form in dict.fromkeys([path, os.path.realpath(path)]):
+        for root in (os.path.join(home, d) for d in _SECRET_DIRS):
+            below = form[len(root) + 1 :] if form.startswith(root + "/") else None
+            if below and not (root.endswith(".ssh") and _PUBLIC_SSH.fullmatch(below)):
+                return f"a file in the credentials directory {root} ({form})"
+            if recursive and (form == root or root.startswith(form.rstrip("/") + "/")):
+                return f"the credentials directory {root}, recursively ({form})"
+    return None

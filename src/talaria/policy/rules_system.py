@@ -21,6 +21,7 @@ from talaria.policy.command_words import (
     read_text,
     short_flags,
 )
+from talaria.policy.rules_code import opaque, stdin_texts
 from talaria.tools.sensitive_paths import is_block_device
 
 if TYPE_CHECKING:
@@ -52,25 +53,54 @@ DB_CLIENTS = frozenset(
     }
 )
 _SQL_FILE_OPTIONS = ("-f", "--file", "--init")
+_SHELL_ESCAPE = re.compile(
+    r"\\!\s*(.*)$|^\s*\.(?:shell|system)\s+(.*)$|^\s*system\s+(.*)$"
+    r"|(?:\\[ogw]|^\s*\.(?:output|once|read))\s*['\"]?\|(.*?)['\"]?\s*$"
+    r"|^\s*\.import\s+['\"]?\|([^'\"]*)|^\s*(?:pager|\\P)\s+(.+)$",
+    re.M | re.I,
+)
+"""psql `\\! cmd`, `\\o |cmd`; sqlite3 `.shell`, `.system`, `.output |cmd`, `.import '|cmd'`;
+mysql `system cmd`, `\\! cmd`, `pager cmd`: the client runs cmd through the shell."""
+_SERVER_PROGRAM = re.compile(r"\b(?:to|from)\s+program\s+'((?:[^']|'')*)'", re.I)
+"""PostgreSQL's `COPY ... TO PROGRAM 'cmd'` runs cmd on the server, as its user."""
+_LOADS_CODE = re.compile(r"^\s*\.load\b|\bload_extension\s*\(|^\s*\\e[fv]?\b", re.M | re.I)
 _WIPE = "destroys everything on a disk"
 _PARTITION = "rewrites a disk's partition table or volumes"
 
 
 def sql_rule(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    """The SQL a client is given, wherever it comes from."""
-    texts: list[str | None] = [str(a) for a in argv[1:]]
-    command = sc.command
-    if command is not None:
-        texts += [command.heredoc] if command.heredoc else []
-        texts += [" ".join(sc.expand(t)) for op, t in command.redirects if op == "<<<"]
-        texts += [read_text(" ".join(sc.expand(t)), sc) for op, t in command.redirects if op == "<"]
-    script = option_value(argv, *_SQL_FILE_OPTIONS)
-    if script is not None:
-        texts.append(read_text(script, sc))
+    """The SQL a client is given, wherever it comes from, and the client's own escapes to
+    the shell (`\\! cmd`, `.shell cmd`, `system cmd`, `COPY ... TO PROGRAM 'cmd'`)."""
+    piped, unknown = stdin_texts(sc)
+    texts: list[str | None] = [*(str(a) for a in argv[1:]), *piped]
+    for option in (*_SQL_FILE_OPTIONS, "-init"):
+        script = option_value(argv, option)
+        texts += [read_text(script, sc)] if script is not None else []
     texts += [read_text(a[6:], sc) for a in argv if a.startswith(".read ")]
-    texts += sc.piped_text
-    hit = any(text and _SQL_DANGER.search(text) for text in texts)
-    return [Finding("drops, empties or deletes database data", "sql drop")] if hit else []
+    known = [text for text in texts if text]
+    found = [Finding("drops, empties or deletes database data", "sql drop")]
+    found = found if any(_SQL_DANGER.search(text) for text in known) else []
+    if unknown:
+        found.append(opaque("database commands from input that cannot be read"))
+    for pager in _values_of(argv, "--pager"):
+        found += sc.nested(pager)
+    return found + [f for text in known for f in _client_escapes(text, sc)]
+
+
+def _values_of(argv: list[Arg], option: str) -> list[str]:
+    return [a.partition("=")[2] for a in argv[1:] if a.startswith(option + "=")]
+
+
+def _client_escapes(text: str, sc: Scanner) -> list[Finding]:
+    found: list[Finding] = []
+    for m in _SHELL_ESCAPE.finditer(text):
+        found += sc.nested(next(g for g in m.groups() if g is not None))
+    for m in _SERVER_PROGRAM.finditer(text):
+        reason = "runs a program on the database server, outside any sandbox"
+        found += [*sc.nested(m.group(1)), Finding(reason, "sql program")]
+    if _LOADS_CODE.search(text):
+        found.append(opaque("a database extension or editor it loads"))
+    return found
 
 
 _SIGNAL_OPTIONS = ("-s", "-n", "--signal")
