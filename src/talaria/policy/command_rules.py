@@ -83,8 +83,9 @@ def _su(argv: list[Arg], sc: Scanner) -> list[Finding]:
 
 
 def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
-    """-delete and -exec rm below the root or a system directory are the hard floor."""
-    found, i = [], 1
+    """-delete and -exec rm below the root or a system directory are the hard floor; what
+    `-exec cat` reads and `-fprint` writes is judged like any read or write."""
+    found, touched, i = [], [], 1
     while i < len(argv) and not argv[i].startswith(("-", "(", "!")):
         i += 1
     start_end = i
@@ -94,7 +95,7 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
         if argv[i] == "-delete":
             found.append(Finding("deletes every file find matches", "find -delete"))
         if argv[i] in ("-fprint", "-fprint0", "-fprintf", "-fls") and i + 1 < len(argv):
-            found += rules_files.write_target(argv[i + 1], sc)
+            touched += rules_files.write_target(argv[i + 1], sc)
         if argv[i] in ("-exec", "-execdir", "-ok", "-okdir"):
             end = i + 1
             while end < len(argv) and argv[end] not in (";", "+"):
@@ -105,7 +106,7 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
             if inner_name in ("rm", "shred"):
                 found.append(Finding("deletes every file find matches", "find -delete"))
             if inner_name in rules_files.READERS or inner_name in SHELLS:
-                found += rules_files.secret_reads(starts, sc, recursive=True)
+                touched += rules_files.secret_reads(starts, sc, recursive=True)
             i = end
         i += 1
     if whole_system and found:
@@ -113,7 +114,7 @@ def _find(argv: list[Arg], sc: Scanner) -> list[Finding]:
     if found and computed_targets(argv[1:start_end], sc):
         reason = "deletes files below a directory known only at run time"
         found.append(Finding(reason, "find -delete", unresolved=True))
-    return found
+    return found + touched
 
 
 def _chmod(argv: list[Arg], sc: Scanner) -> list[Finding]:
