@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from talaria.callbacks import CallbackSink, answer_with_callbacks
 from talaria.collector import paused_the_first_time
 from talaria.config import Config
-from talaria.core import Content, Message
+from talaria.core import Content, Message, TurnResult
 from talaria.events import Event
 from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
@@ -28,6 +28,7 @@ from talaria.policy.approval import ApprovalState
 from talaria.spec import AgentSpec, ModelChoice
 from talaria.store.base import new_writer_id
 from talaria.tools.base import Tool
+from talaria.turn_stream import TurnEvents
 
 if TYPE_CHECKING:
     from talaria.loop.runtime import Runtime
@@ -43,6 +44,7 @@ class Agent:
     def __init__(
         self,
         model: Any = None,
+        *,
         provider: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
@@ -53,7 +55,6 @@ class Agent:
         fallback_providers: list[dict[str, Any]] | None = None,
         home: str | Path | None = None,
         session_id: str | None = None,
-        *,
         cwd: str | Path | None = None,
         stream: bool | None = None,
         config: dict[str, Any] | None = None,
@@ -63,6 +64,9 @@ class Agent:
         mcp_servers: dict[str, Any] | None = None,
         **callbacks: Callable[..., Any] | None,
     ) -> None:
+        """Everything after `model` is a keyword. With `tools` and no `toolsets` the model is
+        offered exactly those tools; with neither, every built-in toolset that can work here
+        (`toolsets=[...]` names them; `toolsets=[]` offers none)."""
         loaded = Config.load(home, overrides=config)
         if mcp_servers is not None:
             loaded.data["mcp_servers"] = dict(mcp_servers)
@@ -78,7 +82,7 @@ class Agent:
                 fallback_providers if fallback_providers is not None else loaded.fallback_providers
             ),
             tools=tuple(_as_tool(t) for t in tools or ()),
-            toolsets=tuple(toolsets) if toolsets is not None else None,
+            toolsets=tuple(toolsets) if toolsets is not None else () if tools else None,
             store=store,
             plugins=tuple(plugins or ()),
             max_iterations=(
@@ -113,15 +117,15 @@ class Agent:
         if spec.max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, got {spec.max_iterations}")
         self.spec = spec
-        self.events = CallbackSink(callbacks)
-        self.interactions = Interactions(self.events)
-        answer_with_callbacks(self.events, self.interactions, callbacks)
+        self.sink = CallbackSink(callbacks)
+        self.interactions = Interactions(self.sink)
+        answer_with_callbacks(self.sink, self.interactions, callbacks)
         self.hooks = hooks if hooks is not None else HookBus()
         self._session_ref = session_id
         self._store = spec.store
         self._owns_store = spec.store is None
         self._interrupt = InterruptSignal()
-        self._steering = Steering(self.events)
+        self._steering = Steering(self.sink)
         self._writer_id = new_writer_id()
         self._turn_lock = threading.Lock()
         self._runtime: Runtime | None = None
@@ -182,11 +186,10 @@ class Agent:
         system_message: str | None = None,
         conversation_history: Sequence[Mapping[str, Any]] | None = None,
         task_id: str | None = None,
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = self._run_sync(
+    ) -> TurnResult:
+        return self._run_sync(
             self.arun_conversation(user_message, system_message, conversation_history, task_id)
         )
-        return result
 
     async def arun_conversation(
         self,
@@ -194,7 +197,7 @@ class Agent:
         system_message: str | None = None,
         conversation_history: Sequence[Mapping[str, Any]] | None = None,
         task_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TurnResult:
         content = _checked_content(user_message)
         if not self._turn_lock.acquire(blocking=False):
             raise RuntimeError("this agent is already running a turn; interrupt() it first")
@@ -214,7 +217,7 @@ class Agent:
         system_message: str | None,
         conversation_history: Sequence[Mapping[str, Any]] | None,
         task_id: str | None,
-    ) -> dict[str, Any]:
+    ) -> TurnResult:
         with paused_the_first_time("turn imports"):
             from talaria.loop.turn import busy_result, result_dict, run_turn
             from talaria.store.base import SessionBusy
@@ -239,6 +242,28 @@ class Agent:
         self._record_turn(session, state)
         return result_dict(state, session, self._interrupt.message)
 
+    def events(
+        self,
+        user_message: str | Sequence[Mapping[str, Any]],
+        *,
+        system_message: str | None = None,
+        conversation_history: Sequence[Mapping[str, Any]] | None = None,
+        task_id: str | None = None,
+        answers: Sequence[str] = (),
+    ) -> TurnEvents:
+        """One turn as a stream: `async for event in agent.events("...")` yields its typed
+        events (`talaria.events`) as they happen, then `.result` is its `TurnResult`.
+        `answers` ("approval", "clarify") says that the consumer answers those requests with
+        `respond`; otherwise nobody is asked (approvals are denied, clarify is not offered)."""
+        return TurnEvents(
+            lambda: self.arun_conversation(
+                user_message, system_message, conversation_history, task_id
+            ),
+            self.subscribe,
+            self.interrupt,
+            answers,
+        )
+
     def respond(self, request_id: str, answer: object) -> bool:
         """Answer a pending approval ("once" | "session" | "always" | "deny") or clarify
         request (text) from any thread or front end. False when it is no longer pending
@@ -256,13 +281,13 @@ class Agent:
         """Receive every engine event; `answers` ("approval", "clarify") declares that this
         front end answers those requests through `respond` (subscribe before the first turn
         for clarify to be offered). Returns the unsubscribe function."""
-        self.events.listeners.append(listener)
+        self.sink.listeners.append(listener)
         remove_responder = self.interactions.add_responder(answers)
 
         def unsubscribe() -> None:
             remove_responder()
-            if listener in self.events.listeners:
-                self.events.listeners.remove(listener)
+            if listener in self.sink.listeners:
+                self.sink.listeners.remove(listener)
 
         return unsubscribe
 

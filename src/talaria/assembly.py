@@ -37,7 +37,7 @@ class Agent(Protocol):
     the parts that live while it runs."""
 
     spec: AgentSpec
-    events: CallbackSink
+    sink: CallbackSink
     interactions: Interactions
     hooks: HookBus
     approvals: ApprovalState
@@ -97,12 +97,12 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
     runtime = Runtime(
         config=config,
         caller=ModelCaller(
-            chain, agent.events, CallerSettings.from_config(config.get), credentials=credentials
+            chain, agent.sink, CallerSettings.from_config(config.get), credentials=credentials
         ),
         tools=tools,
         executor=executor,
         hooks=agent.hooks,
-        emit=agent.events,
+        emit=agent.sink,
         interrupt=interrupt if interrupt is not None else InterruptSignal(),
         cwd=spec.cwd,
         home=spec.home,

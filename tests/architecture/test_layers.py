@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     # The loop, and the agent that assembles and runs it.
     "loop": ENGINE,
     "spec": ENGINE,
+    "turn_stream": ENGINE,
     "assembly": ENGINE,
     "agent": ENGINE,
     # Front ends and ways to run agents, built on the engine.

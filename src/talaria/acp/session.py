@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -282,7 +282,7 @@ STOP_REASONS: dict[str, str] = {
 }
 
 
-def stop_reason(result: dict[str, Any], *, cancelled: bool) -> str:
+def stop_reason(result: Mapping[str, Any], *, cancelled: bool) -> str:
     """ACP's stop reason for a finished turn; a failed turn is an error the editor shows."""
     reason = str(result.get("turn_exit_reason", ""))
     if cancelled:

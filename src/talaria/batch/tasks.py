@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import IO, Any
@@ -99,7 +100,7 @@ def default_output(tasks_path: Path) -> Path:
     return tasks_path.with_name(tasks_path.stem + ".results.jsonl")
 
 
-def result_line(task: BatchTask, result: dict[str, Any]) -> dict[str, Any]:
+def result_line(task: BatchTask, result: Mapping[str, Any]) -> dict[str, Any]:
     """A task's trajectory and outcome, as one output line."""
     usage = result.get("usage") or {}
     line = {

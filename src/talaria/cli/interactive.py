@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from talaria.cli.model_choice import ModelChoice
     from talaria.cli.render import Renderer
     from talaria.cli.session_setup import ResumePlan
-    from talaria.core import Message
+    from talaria.core import Message, TurnResult
     from talaria.tools.base import Tool
 
 log = logging.getLogger("talaria.cli")
@@ -122,7 +122,7 @@ class Chat:
         self.args = args
         self.home = home
         self.registry: SlashRegistry = build_registry()
-        self.last_result: dict[str, Any] | None = None
+        self.last_result: TurnResult | None = None
         self.broker = QuestionBroker(
             show=self._show_question, wake=self._invalidate, respond=self._respond
         )

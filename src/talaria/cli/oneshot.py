@@ -3,10 +3,11 @@
 Piped stdin is appended to the prompt as context (`git diff | talaria -p "review this"`).
 `--output-format text` streams the answer when stdout is a terminal and prints it whole
 otherwise; `json` prints the result dict; `stream-json` prints every event as a JSON line and
-a final `result` line. Progress goes to stderr; model text reaching a terminal loses its
-control sequences. Exit codes: 0 the agent answered; 2 the agent failed, the input was bad, or
-the configuration or the session store cannot be used (the reason is one line on stderr);
-1 talaria itself crashed; 130 / 143 stopped by SIGINT / SIGTERM (what was complete is stored).
+a final `result` line; either way the turn is read as one stream of events (`Agent.events`).
+Progress goes to stderr; model text reaching a terminal loses its control sequences. Exit
+codes: 0 the agent answered; 2 the agent failed, the input was bad, or the configuration or
+the session store cannot be used (the reason is one line on stderr); 1 talaria itself crashed;
+130 / 143 stopped by SIGINT / SIGTERM (what was complete is stored).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, fail
@@ -23,9 +25,12 @@ from talaria.cli.safe_text import clean
 from talaria.cli.signals import SignalStop, exit_now
 from talaria.cli.stream_json import JsonLines, result_record
 from talaria.collector import paused_the_first_time
+from talaria.events import TextDelta, ToolStarted
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
+    from talaria.core import TurnResult
+    from talaria.turn_stream import TurnEvents
 
 log = logging.getLogger("talaria.cli")
 
@@ -92,19 +97,20 @@ def _run(args: argparse.Namespace, holder: dict[str, Agent], signals: SignalStop
 
 def _ask(
     args: argparse.Namespace, prompt: str, output: Output, holder: dict[str, Agent]
-) -> dict[str, Any]:
+) -> TurnResult:
     with paused_the_first_time("one-shot imports"):  # the engine's modules
         from talaria.agent import Agent
+        from talaria.background import run_sync
         from talaria.cli.session_setup import current_setup, plan_resume, record_setup
         from talaria.store.base import StoreError
 
     plan = plan_resume(args)
     for note in plan.notes:
         output.progress(note)
-    agent = Agent(session_id=plan.session_id, **output.callbacks(), **agent_kwargs(args))
+    agent = Agent(session_id=plan.session_id, **agent_kwargs(args))
     holder["agent"] = agent
     with agent:
-        result = agent.run_conversation(user_message=prompt)
+        result = run_sync(output.follow(agent.events(prompt)))
         try:
             record_setup(agent.store, result["session_id"], current_setup(args, agent.config))
         except StoreError as exc:  # the turn is stored; only the resume defaults are not
@@ -112,7 +118,7 @@ def _ask(
     return result
 
 
-def stopped_line(name: str, result: dict[str, Any], unsaved: int) -> str:
+def stopped_line(name: str, result: Mapping[str, Any], unsaved: int) -> str:
     """What a signal left behind, truthfully."""
     kept = (
         f"{unsaved} message(s) of this turn could not be saved"
@@ -132,15 +138,17 @@ class Output:
         self.streamed = ""
         self.show_progress = output_format == "text" and sys.stderr.isatty()
 
-    def callbacks(self) -> dict[str, Any]:
-        callbacks: dict[str, Any] = {}
-        if self.lines is not None:
-            callbacks["event_callback"] = self.lines.event
-        if self.streaming:
-            callbacks["stream_delta_callback"] = self._delta
-        if self.show_progress:
-            callbacks["tool_progress_callback"] = self._tool
-        return callbacks
+    async def follow(self, turn: TurnEvents) -> TurnResult:
+        """Show the turn's events as they come (per the format); its result at the end."""
+        async for event in turn:
+            if self.lines is not None:
+                self.lines.event(event)
+            if self.streaming and isinstance(event, TextDelta):
+                self._delta(event.text)
+            elif self.show_progress and isinstance(event, ToolStarted):
+                self._tool(event)
+        assert turn.result is not None  # the iteration ended without an exception
+        return turn.result
 
     def _delta(self, text: str) -> None:
         text = clean(text)
@@ -148,18 +156,17 @@ class Output:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    def _tool(self, event: Any) -> None:
-        if getattr(event, "phase", "") == "start":
-            if self.streamed and not self.streamed.endswith("\n"):
-                self._delta("\n")
-            self.progress(f"  ⚙ {event.name}")
+    def _tool(self, event: ToolStarted) -> None:
+        if self.streamed and not self.streamed.endswith("\n"):
+            self._delta("\n")
+        self.progress(f"  ⚙ {event.name}")
 
     def progress(self, message: str) -> None:
         print(f"talaria: {message}" if not message.startswith(" ") else message, file=sys.stderr)
 
     def report(
         self,
-        result: dict[str, Any],
+        result: Mapping[str, Any],
         unsaved: int = 0,
         stopped_by: tuple[str, int | None] | None = None,
     ) -> int:
@@ -186,7 +193,7 @@ class Output:
 
     @staticmethod
     def _outcome(
-        result: dict[str, Any], ok: bool, unsaved: int, stopped_by: tuple[str, int | None] | None
+        result: Mapping[str, Any], ok: bool, unsaved: int, stopped_by: tuple[str, int | None] | None
     ) -> str:
         if stopped_by is not None:
             return stopped_line(stopped_by[0], result, unsaved)

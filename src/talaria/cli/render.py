@@ -16,7 +16,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import Any, TextIO
@@ -85,7 +85,7 @@ def format_cost(cost: float | None) -> str:
     return f"${cost:.2f}" if cost >= 0.01 or cost == 0 else f"${cost:.4f}"
 
 
-def usage_summary(usage: dict[str, Any]) -> str:
+def usage_summary(usage: Mapping[str, Any]) -> str:
     """`1.2k in · 340 out · 80% cached · $0.0021` (tokens read, written, cache hits, cost)."""
     read = int(usage.get("cache_read_tokens") or 0)
     prompt = read + sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_write_tokens"))
@@ -316,7 +316,7 @@ class Renderer:
             self._reasoning = ""
             self._view = _TurnView(state="thinking", since=self.clock())
 
-    def end_turn(self, result: dict[str, Any], seconds: float) -> None:
+    def end_turn(self, result: Mapping[str, Any], seconds: float) -> None:
         with self._lock:
             self.flush()
             self._view = _TurnView()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from talaria.agent import Agent
     from talaria.cli.model_choice import ModelChoice
     from talaria.cli.render import Renderer
-    from talaria.core import Message
+    from talaria.core import Message, TurnResult
     from talaria.store.base import SessionInfo
     from talaria.tools.base import Tool
 
@@ -38,7 +38,7 @@ class CommandHost(Protocol):
     agent: Agent
     renderer: Renderer
     registry: SlashRegistry
-    last_result: dict[str, Any] | None
+    last_result: TurnResult | None
 
     @property
     def busy(self) -> bool: ...

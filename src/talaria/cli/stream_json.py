@@ -12,6 +12,7 @@ import dataclasses
 import json
 import re
 import threading
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 RESULT_FIELDS = (
@@ -45,7 +46,7 @@ def event_record(event: Any) -> dict[str, Any]:
     return {"type": event_type(event), **fields}
 
 
-def result_record(result: dict[str, Any], exit_code: int) -> dict[str, Any]:
+def result_record(result: Mapping[str, Any], exit_code: int) -> dict[str, Any]:
     record: dict[str, Any] = {"type": "result", "exit_code": exit_code}
     record.update({key: result.get(key) for key in RESULT_FIELDS})
     return record

@@ -99,7 +99,7 @@ class TurnWorkflow:
             len(setup.history),
         )
         if setup.busy:
-            return busy_result(StoreError(setup.busy), session, setup.task_id)
+            return dict(busy_result(StoreError(setup.busy), session, setup.task_id))
         scope = TurnScope(
             setup.task_id,
             setup.writer,
@@ -141,7 +141,7 @@ class TurnWorkflow:
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=INFRA_RETRY,
         )
-        return result_dict(state, session, self.stop.message)
+        return dict(result_dict(state, session, self.stop.message))
 
     def _runtime(self, setup: TurnSetup, config: Config, scope: TurnScope) -> Runtime:
         entries = [

@@ -11,7 +11,6 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import field
-from typing import Any
 
 from talaria.core import (
     Content,
@@ -21,6 +20,7 @@ from talaria.core import (
     ModelResponse,
     ToolCall,
     ToolMessage,
+    TurnResult,
     Usage,
     exit_reason,
     failed,
@@ -486,9 +486,9 @@ async def _over_budget(
 
 def result_dict(
     state: TurnState, session: SessionHandle, interrupt_message: str | None
-) -> dict[str, Any]:
+) -> TurnResult:
     is_failed = exit_reason(state.exit_reason) == "failed"
-    result: dict[str, Any] = {
+    result: TurnResult = {
         "final_response": state.final_response,
         "messages": list(session.history),
         "completed": state.exit_reason == "text_response",
@@ -510,7 +510,7 @@ def result_dict(
     return result
 
 
-def busy_result(busy: StoreError, session: SessionHandle, task_id: str) -> dict[str, Any]:
+def busy_result(busy: StoreError, session: SessionHandle, task_id: str) -> TurnResult:
     """The turn did not start: another writer holds the session. Nothing was appended."""
     state = TurnState(task_id=task_id, budget=IterationBudget(1))
     state.exit_reason = failed("session_busy")

@@ -119,11 +119,12 @@ class SessionHub:
             # Assembling a new agent (SDK client, tools, plugins) is ~100 ms of CPU: do it off
             # the loop so other sessions' streams keep flowing meanwhile.
             await run_blocking(live.agent.warm_up)
-            result = await live.agent.arun_conversation(
+            turn = await live.agent.arun_conversation(
                 request.text,
                 system_message=request.system,
                 conversation_history=request.history,
             )
+            result = dict(turn)
             name, data = terminal_event(result)
         except Exception as exc:
             log.warning("run %s crashed", run.id, exc_info=True)

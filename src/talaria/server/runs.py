@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -171,7 +171,7 @@ class Run:
         }
 
 
-def terminal_event(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def terminal_event(result: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The run's last event, from the turn's result dict."""
     data = {
         "final_response": result.get("final_response"),
