@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "config_schema": SERVICES,
     "config_masking": SERVICES,
     "config": SERVICES,
+    "config_write": SERVICES,
     "messages": SERVICES,
     "prompt": SERVICES,
     "store": SERVICES,
@@ -88,9 +89,18 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+MODULE_GROUPS: dict[str, str] = {
+    # Top-level modules that are one unit, as a package would be.
+    "config_schema": "config",
+    "config_write": "config",
+    "config_masking": "config",
+}
+
+
 def _unit(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "talaria"
+    unit = parts[1] if len(parts) > 1 else "talaria"
+    return MODULE_GROUPS.get(unit, unit)
 
 
 def _is_module(dotted: str) -> bool:
