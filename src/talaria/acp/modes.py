@@ -2,7 +2,8 @@
 
 ask: every command and write the policy flags asks the user (`approvals.mode: manual`);
 accept-edits: file writes (`write_file`, `patch`) run without asking, commands still ask;
-yolo: nothing asks (`approvals.mode: off`); the hard floor still refuses in every mode.
+yolo: nothing asks (`approvals.mode: off`); the hard floor still refuses in every mode, and
+what would run outside the sandbox (an escalation) is refused, not asked.
 
 The sandbox is a second, independent choice, so it is a session config option (`sandbox`:
 read-only | workspace-write | full-access, `session/set_config_option`), not a mode.

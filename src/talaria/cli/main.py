@@ -67,7 +67,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--yolo",
         action="store_true",
-        help="run dangerous commands without asking (the hard floor still holds)",
+        help="run commands without asking (the hard floor still holds, and nothing runs "
+        "outside the sandbox: escalations are refused)",
     )
     group.add_argument(
         "--sandbox",

@@ -257,7 +257,8 @@ def _tools(host: CommandHost, arg: str) -> None:
     for name, tool in tools.items():
         summary = clip(tool.description.split("\n", 1)[0], room)
         host.renderer.write(f"  {name.ljust(width)}  {summary}")
-    mode = "off: commands run without asking" if host.agent.approvals.mode == "off" else "manual"
+    off = "off: commands run without asking, never outside the sandbox"
+    mode = off if host.agent.approvals.mode == "off" else "manual"
     host.renderer.note(f"  approvals: {mode}")
 
 
@@ -266,7 +267,9 @@ def _yolo(host: CommandHost, arg: str) -> None:
     approvals.mode = "manual" if approvals.mode == "off" else "off"
     if approvals.mode == "off":
         host.renderer.note(
-            "· yolo on: commands run without asking (the hard floor still holds)", "yellow"
+            "· yolo on: commands run without asking, inside the sandbox only (the hard floor "
+            "still holds; running outside the sandbox is refused)",
+            "yellow",
         )
     else:
         host.renderer.note("· yolo off: dangerous commands ask first")
