@@ -11,7 +11,8 @@ import pytest
 
 from helpers import scripted_agent
 from talaria import Agent
-from talaria.config import Config, ConfigError, set_config_value
+from talaria.config import Config, ConfigError
+from talaria.config_write import set_config_value
 from talaria.store.base import StoreError
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider, text

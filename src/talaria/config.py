@@ -30,7 +30,7 @@ from talaria.config_schema import (
 from talaria.config_schema import unknown_keys as schema_unknown_keys
 from talaria.values import mutable
 
-__all__ = ["DEFAULTS", "Config", "ConfigError", "default_home", "set_config_value"]
+__all__ = ["DEFAULTS", "Config", "ConfigError", "default_home"]
 
 log = logging.getLogger("talaria.config")
 
@@ -307,11 +307,3 @@ def _expand_dotted(overrides: Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[leaf] = value
     return expanded
-
-
-def set_config_value(path: Path, dotted: str, value: Any) -> None:
-    """Write one dotted key into the YAML file, keeping the rest of it (its comments and
-    layout too: `talaria.config_write`)."""
-    from talaria import config_write
-
-    config_write.set_config_value(path, dotted, value)

@@ -71,9 +71,10 @@ def _set(home: Path, key: str | None, raw: str | None) -> int:
     do not block the change (that is how a broken file gets repaired), they are reported."""
     import yaml
 
-    from talaria.config import ConfigError, read_config_file, set_config_value
+    from talaria.config import ConfigError, read_config_file
     from talaria.config_masking import masked_setting
     from talaria.config_schema import check_value, problems
+    from talaria.config_write import set_config_value
 
     if not key or raw is None:
         print("talaria: usage: talaria config set <key> <value>", file=sys.stderr)

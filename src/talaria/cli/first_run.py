@@ -163,7 +163,7 @@ def ensure_model(
         if not servers:
             say("(no model server answered on the usual local ports)")
         return False
-    from talaria.config import set_config_value
+    from talaria.config_write import set_config_value
 
     set_config_value(config.path, "model.base_url", chosen.base_url)
     set_config_value(config.path, "model.default", chosen.models[0])
