@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION
+from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
     AgentCapabilities,
     CloseSessionResponse,
@@ -43,6 +43,17 @@ from talaria.loop.session import new_session_id
 from talaria.store.factory import store_location
 
 log = logging.getLogger("talaria.acp")
+
+STEER_METHOD = "talaria/steer"
+"""The steer extension (`_talaria/steer` on the wire), advertised in the capabilities'
+`_meta` as `{"talaria": {"steer": true}}`."""
+
+
+def _text_param(params: dict[str, Any], name: str) -> str:
+    value = params.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise invalid(f"'{name}' must be a non-empty string")
+    return value
 
 
 def too_wide(folder: Path) -> bool:
@@ -88,6 +99,7 @@ class TalariaAcpAgent:
                     resume=SessionResumeCapabilities(),
                     close=SessionCloseCapabilities(),
                 ),
+                field_meta={"talaria": {"steer": True, "queue": True}},
             ),
             agent_info=Implementation(name="talaria", title="talaria", version=__version__),
         )
@@ -177,6 +189,18 @@ class TalariaAcpAgent:
     async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
         stop = await self._session(session_id).prompt(prompt)
         return PromptResponse(stop_reason=stop)  # type: ignore[arg-type]
+
+    @reasoned
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """talaria's extension methods (the SDK strips the leading underscore of the wire
+        name): `_talaria/steer` with `{sessionId, text, turnId?}`."""
+        if method != STEER_METHOD:
+            raise RequestError.method_not_found(f"_{method}")
+        session = self._session(_text_param(params, "sessionId"))
+        turn_id = params.get("turnId")
+        if turn_id is not None and not isinstance(turn_id, str):
+            raise invalid("'turnId' must be a string")
+        return session.steer(_text_param(params, "text"), turn_id)
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self._sessions.get(session_id)

@@ -27,6 +27,7 @@ from talaria.acp.prompt import user_message
 from talaria.acp.updates import CallNotes, EventTranslator, history_updates, text_content
 from talaria.agent import Agent
 from talaria.events import ApprovalRequested, Event, RequestWithdrawn
+from talaria.loop.steering import TurnMismatch
 from talaria.tools.sandbox import SANDBOX_MODES
 from talaria.values import frozen
 
@@ -112,7 +113,10 @@ class AcpSession:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._asks: dict[str, asyncio.Task[None]] = {}
-        self._cancelled = False
+        self._turns = asyncio.Lock()
+        """Held by the prompt whose turn runs; the others wait for it in the order they came."""
+        self._cancels = 0
+        """How many times the editor said cancel: a prompt that saw it change is cancelled."""
         self._idle = asyncio.Event()
         self._idle.set()
         self._images = settings.images
@@ -177,23 +181,40 @@ class AcpSession:
     # ---- the ACP methods --------------------------------------------------------------
 
     async def prompt(self, blocks: list[Any]) -> str:
-        """Run one turn; the stop reason the editor gets."""
+        """Run one turn; the stop reason the editor gets. A prompt sent while another runs
+        waits for it (prompts run in the order they came, each answered when its own turn
+        ends); a cancel answers the running prompt and every waiting one `cancelled`."""
         message = user_message(blocks, images=self._images)
-        self._cancelled = False
-        self._idle.clear()
-        try:
-            await self._apply_sandbox()
-            result = await self.agent.arun_conversation(message)
-        except RuntimeError as exc:
-            raise invalid(str(exc)) from None
-        finally:
-            await self.updates.drain()
-            self._idle.set()
-        return stop_reason(result, cancelled=self._cancelled)
+        cancels = self._cancels
+        async with self._turns:
+            if self._cancels != cancels:
+                return "cancelled"
+            self._idle.clear()
+            try:
+                await self._apply_sandbox()
+                result = await self.agent.arun_conversation(message)
+            except RuntimeError as exc:
+                raise invalid(str(exc)) from None
+            finally:
+                await self.updates.drain()
+                self._idle.set()
+            return stop_reason(result, cancelled=self._cancels != cancels)
 
     def cancel(self) -> None:
-        self._cancelled = True
+        self._cancels += 1
         self.agent.interrupt(reason="cancelled by the editor")
+
+    def steer(self, text: str, turn_id: str | None) -> dict[str, str]:
+        """`_talaria/steer`: a note the running turn's next model call reads. Refused when no
+        turn runs (or `turn_id` names one that has ended): the editor sends a prompt instead."""
+        running = self.agent.running_turn
+        if running is None:
+            raise invalid(f"no turn is running in session {self.id}; send it as a prompt")
+        try:
+            steer_id = self.agent.steer(text, turn_id=turn_id or running)
+        except TurnMismatch as exc:
+            raise invalid(str(exc)) from None
+        return {"steerId": steer_id, "turnId": turn_id or running}
 
     async def end(self) -> None:
         """`session/close`: stop a running turn (its prompt answers `cancelled`), wait for

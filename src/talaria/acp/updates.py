@@ -28,6 +28,7 @@ from acp.schema import (
 
 from talaria import events as ev
 from talaria.acp.describe import EDIT_TOOLS, describe_call
+from talaria.loop.steering import UserNote, joined
 from talaria.tools.builtin.files import resolve_path
 from talaria.values import frozen, mutable
 
@@ -104,6 +105,7 @@ class EventTranslator:
         self._recorded = recorded
         self._running: dict[str, tuple[str, dict[str, Any]]] = {}
         self._before: dict[str, tuple[str, str | None]] = {}
+        self._steers: dict[str, UserNote] = {}
 
     def translate(self, event: ev.Event) -> list[Update]:
         handler = _HANDLERS.get(type(event))
@@ -117,6 +119,18 @@ class EventTranslator:
 
     def _notice(self, event: ev.Notice) -> list[Update]:
         return [helpers.update_agent_thought_text(f"\n[{event.level}] {event.message}\n")]
+
+    def _steer_accepted(self, event: ev.SteerAccepted) -> list[Update]:
+        self._steers[event.steer_id] = UserNote(event.steer_id, event.text, from_steer=True)
+        return []
+
+    def _steer_delivered(self, event: ev.SteerDelivered) -> list[Update]:
+        """The steers as the user note the model reads now (as a replay shows it later)."""
+        notes = [self._steers.pop(i) for i in event.steer_ids if i in self._steers]
+        return [helpers.update_user_message_text(joined(notes))] if notes else []
+
+    def _queued_started(self, event: ev.QueuedMessageStarted) -> list[Update]:
+        return [helpers.update_user_message_text(event.text)]
 
     def _started(self, event: ev.ToolStarted) -> list[Update]:
         if event.call_id in self._running:
@@ -160,6 +174,9 @@ _HANDLERS: dict[type, Callable[[EventTranslator, Any], list[Update]]] = {
     ev.Notice: EventTranslator._notice,
     ev.ToolStarted: EventTranslator._started,
     ev.ToolFinished: EventTranslator._finished,
+    ev.SteerAccepted: EventTranslator._steer_accepted,
+    ev.SteerDelivered: EventTranslator._steer_delivered,
+    ev.QueuedMessageStarted: EventTranslator._queued_started,
 }
 
 
