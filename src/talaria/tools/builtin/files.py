@@ -369,11 +369,12 @@ def _grep_rg(rg: str, pattern: str, root: Path, ctx: ToolContext) -> list[str]:
     assert proc.stdout is not None and proc.stderr is not None
     found: list[str] = []
     for raw in proc.stdout:
-        name, _, rest = raw.decode("utf-8", "replace").rstrip("\n").partition("\0")
-        number, _, text = rest.partition(":")
-        if secrets.leaves_out(ctx.cwd / name):
+        name, _, rest = raw.rstrip(b"\n").partition(b"\0")
+        number, _, text = rest.decode("utf-8", "replace").partition(":")
+        if secrets.leaves_out(ctx.cwd / os.fsdecode(name)):
             continue
-        found.append(_match(name.removeprefix("./"), number, text))
+        shown = name.decode("utf-8", "replace").removeprefix("./")
+        found.append(_match(shown, number, text))
         if len(found) > MAX_MATCHES or ctx.interrupt.is_set():
             proc.kill()
             break
