@@ -49,18 +49,24 @@ class Setup:
             else ChainEntry(spec=model)
         )
         hooks = HookBus()
+        services = AgentServices(store=self.store, session_id="parent", todos=TodoList())
+
+        def emit(event: Event) -> None:  # as assembly wires it: the services follow events
+            self.events.append(event)
+            services.follow(event)
+
         self.rt = Runtime(
             config=Config.load(tmp_path, overrides=settings, env={}),
             caller=ModelCaller(ModelChain([entry]), self.events.append),
             tools={},
             executor=ToolExecutor({}, hooks, ApprovalState(), None),
             hooks=hooks,
-            emit=self.events.append,
+            emit=emit,
             interrupt=InterruptSignal(),
             cwd=tmp_path,
             home=tmp_path,
             max_iterations=10,
-            services=AgentServices(store=self.store, session_id="parent", todos=TodoList()),
+            services=services,
         )
         self.store.create_session(
             "parent", source="cli", model="scripted-model", system_prompt=SYSTEM, cwd=str(tmp_path)

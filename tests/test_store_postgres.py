@@ -18,8 +18,8 @@ from talaria.store.pg_schema import SCHEMA_VERSION
 from talaria.store.postgres import PostgresSessionStore, shared_pool
 from talaria.testing import ScriptedProvider, calls, text
 
-pytest.register_assert_rewrite("talaria.store.conformance")
-from talaria.store.conformance import StoreConformance  # noqa: E402
+pytest.register_assert_rewrite("talaria.testing.store_conformance")
+from talaria.testing.store_conformance import StoreConformance  # noqa: E402
 
 
 class TestPostgresConformance(StoreConformance):

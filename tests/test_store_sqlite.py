@@ -17,8 +17,8 @@ from talaria.store.base import SearchQueryError, StoreError
 from talaria.store.schema import SCHEMA_VERSION
 from talaria.store.sqlite import SQLiteSessionStore
 
-pytest.register_assert_rewrite("talaria.store.conformance")  # readable failures in the kit
-from talaria.store.conformance import StoreConformance  # noqa: E402
+pytest.register_assert_rewrite("talaria.testing.store_conformance")  # readable failures in the kit
+from talaria.testing.store_conformance import StoreConformance  # noqa: E402
 
 
 class TestSQLiteConformance(StoreConformance):

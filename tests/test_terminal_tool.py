@@ -194,12 +194,13 @@ def test_commands_get_an_allowlisted_environment(
 
 
 def test_background_processes_follow_the_conversation_into_a_new_session(tmp_path: Path) -> None:
-    from talaria.tools.builtin.processes import move_session_processes
+    from talaria.events import SessionContinued
+    from talaria.tools.builtin.processes import follow_session
 
     before = _ctx(tmp_path, session_id="before-compression")
     started = terminal("sleep 30", before, background=True)
     process_id = started.split(" as ")[1].split(" ")[0]
-    move_session_processes("before-compression", "after-compression")
+    follow_session(SessionContinued("before-compression", "after-compression"))
     after = _ctx(tmp_path, session_id="after-compression")
     assert process_id in process("list", after)
     assert process("list", before) == "No background processes."

@@ -219,6 +219,7 @@ class Agent:
         task_id: str | None,
     ) -> TurnResult:
         with paused_the_first_time("turn imports"):
+            from talaria.assembly import agent_services
             from talaria.loop.turn import busy_result, result_dict, run_turn
             from talaria.store.base import SessionBusy
             from talaria.tools.process_tracking import kill_owned
@@ -233,7 +234,7 @@ class Agent:
             return busy_result(busy, session, task)
         self._steering.begin_turn(task)
         try:
-            runtime.services.session_id = session.id
+            agent_services(runtime).session_id = session.id
             state = await run_turn(runtime, session, content, task)
         finally:
             self._steering.end_turn()

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from talaria.agent_tools.catalog import Capabilities, select_tools
+from talaria.agent_tools.services import AgentServices
+from talaria.agent_tools.todo import TodoList
 from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
 from talaria.interrupt import InterruptSignal
@@ -58,9 +60,6 @@ class Agent(Protocol):
 def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> Runtime:
     """The runtime of `agent.spec`, wired to the agent's events, requests, hooks and approvals;
     `interrupt` is the signal `Agent.interrupt` sets (None: a fresh one nobody sets)."""
-    from talaria.agent_tools.services import AgentServices
-    from talaria.agent_tools.todo import TodoList
-
     spec = agent.spec
     config = spec.config
     entries, credentials = _chain_entries(spec)
@@ -113,9 +112,19 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         clarify=_clarify(agent) if caps.can_clarify else None,
         sandbox=SandboxPolicy.from_config(config, spec.cwd),
     )
+    from talaria.tools.builtin.processes import follow_session
+
+    agent.sink.listeners += [services.follow, follow_session]  # SessionContinued
     runtime.context_engine = _context_engine(spec, runtime)
     runtime.tool_source = _mcp_servers(spec)
     return runtime
+
+
+def agent_services(runtime: Runtime) -> AgentServices:
+    """The agent tools' state of a runtime built here (it always has one)."""
+    if runtime.services is None:
+        raise RuntimeError("this runtime was not assembled for an agent (no AgentServices)")
+    return runtime.services
 
 
 def _mcp_servers(spec: AgentSpec) -> Any:
@@ -263,7 +272,7 @@ def open_session(
     from talaria.store.base import SessionExists
 
     new_id = session_id or new_session_id()
-    runtime.services.todos = type(runtime.services.todos)()  # a new session starts with none
+    agent_services(runtime).todos = TodoList()  # a new session starts with none
     prompt = system_message or _system_prompt(agent, runtime)
     active = runtime.caller.chain.active
     try:
@@ -290,8 +299,7 @@ def _resumed(info: Any, store: Any, runtime: Runtime, system_message: str | None
     handle = SessionHandle(
         info.id, store, system_message or info.system_prompt, history, next_seq=len(history)
     )
-    todos = store.get_state(info.id, "todos")
-    runtime.services.todos = type(runtime.services.todos).from_json(todos)
+    agent_services(runtime).todos = TodoList.from_json(store.get_state(info.id, "todos"))
     return handle
 
 
@@ -316,7 +324,7 @@ def _resolve_existing(store: Any, ref: str) -> str:
 def _system_prompt(agent: Agent, runtime: Runtime) -> str:
     from talaria.prompt.builder import PromptInputs, build_system_prompt
 
-    memory = runtime.services.memory
+    memory = agent_services(runtime).memory
     return build_system_prompt(
         PromptInputs(
             home=agent.spec.home,

@@ -156,6 +156,16 @@ class Notice:
 
 
 @frozen(slots=True)
+class SessionContinued:
+    """The conversation continues in session `session_id` (compression started a child of
+    `previous_id`, which keeps the full history). What belongs to the session (its id in the
+    agent's tools, its background processes, pending memory) follows it."""
+
+    previous_id: str
+    session_id: str
+
+
+@frozen(slots=True)
 class TurnFinished:
     """The turn ended; `exit_reason` says how (text_response, interrupted, failed:..., ...)."""
 
@@ -219,6 +229,7 @@ Event = (
     | RequestWithdrawn
     | StepFinished
     | Notice
+    | SessionContinued
     | TurnFinished
     | SteerAccepted
     | SteerDelivered

@@ -189,7 +189,8 @@ async def _terminal(
         text = f"[earlier output cut; the last {OUTPUT_LIMIT} bytes follow]\n{text}"
     code = exit_status.exit_code if exit_status is not None else None
     result = terminal.format_result(terminal.RunResult(code, text, stopped), limit)
-    hint = failure_hint(ctx.sandbox, ctx.cwd, text, code) if prefix else ""
+    sandbox = ctx.sandbox
+    hint = failure_hint(sandbox, ctx.cwd, text, code) if prefix and sandbox is not None else ""
     return f"{result}\n{hint}" if hint else result
 
 

@@ -2,7 +2,7 @@
 
 The agent builds one `AgentServices` per session and puts it in `ToolContext.services`; the
 todo, memory, session_search and delegate_task tools read it instead of reaching into the
-agent. The loop updates `session_id` when compression starts a child session.
+agent. It follows the conversation into a child session (`SessionContinued`) by itself.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from talaria.agent_tools.todo import TodoList
+from talaria.events import Event, SessionContinued
 from talaria.values import mutable
 
 if TYPE_CHECKING:
@@ -31,3 +32,15 @@ class AgentServices:
     config: Any = None
     delegate: Callable[..., Any] | None = None
     """Runs child agents for delegate_task; set by the agent when delegation is enabled."""
+
+    def carried_state(self) -> dict[str, Any]:
+        """What a child session starts with when the conversation continues there: the
+        task list, if there is one."""
+        todos = self.todos.to_json()
+        return {"todos": todos} if todos else {}
+
+    def follow(self, event: Event) -> None:
+        """An event listener: when the conversation continues in another session, the tools
+        work on that one."""
+        if isinstance(event, SessionContinued):
+            self.session_id = event.session_id

@@ -25,10 +25,9 @@ from talaria.context.summary import (
     trim_tool_outputs,
 )
 from talaria.context.tokens import ContextTracker, estimate_tokens
-from talaria.events import Notice, StatusChanged
+from talaria.events import Notice, SessionContinued, StatusChanged
 from talaria.offload import run_blocking
 from talaria.providers.errors import ProviderError
-from talaria.tools.builtin.processes import move_session_processes
 
 if TYPE_CHECKING:
     from talaria.config import Config
@@ -160,7 +159,13 @@ class Compressor(ContextEngine):
             return False
         before = estimate_tokens([*_system(session), *history], rt.tool_schemas)
         after = estimate_tokens([*_system(session), *compressed], rt.tool_schemas)
+        previous_id = session.id
         new_id = await self._continue_in_child(rt, session, compressed)
+        session.id = new_id
+        session.history = compressed
+        session.next_seq = len(compressed)
+        session.unsaved = 0
+        rt.emit(SessionContinued(previous_id, new_id))
         self._count += 1
         self.tracker.reset()
         if after > before * (1 - MIN_GAIN):
@@ -248,12 +253,9 @@ class Compressor(ContextEngine):
 
     @staticmethod
     async def _save_first(rt: Runtime, session: SessionHandle) -> None:
-        """Nothing may be lost: the session's messages and any pending memory reach the disk
-        before the history is rewritten."""
+        """Nothing may be lost: the session's messages reach the store before the history is
+        rewritten (what else the session holds follows `SessionContinued`)."""
         await session.flush()
-        flush = getattr(getattr(rt.services, "memory", None), "flush", None)
-        if callable(flush):
-            flush()
 
     async def _compressed(
         self, rt: Runtime, history: list[Message], window: tuple[int, int], focus: str | None
@@ -301,15 +303,15 @@ class Compressor(ContextEngine):
     async def _continue_in_child(
         self, rt: Runtime, session: SessionHandle, history: list[Message]
     ) -> str:
-        """Start the child session holding the compressed history (one store transaction)
-        and swap it into the live handle, which the loop and the agent keep using."""
+        """Start the child session holding the compressed history (one store transaction,
+        with the state the session carries over) and return its id; the caller swaps it into
+        the live handle, which the loop and the agent keep using."""
         from talaria.loop.session import new_session_id
 
         new_id = new_session_id()
         if session.store is not None:
             active = rt.caller.chain.active
-            todos = getattr(rt.services, "todos", None)
-            state = {"todos": todos.to_json()} if todos is not None and todos.to_json() else {}
+            state = rt.services.carried_state() if rt.services is not None else {}
             await run_blocking(
                 session.store.continue_in_child,
                 session.id,
@@ -322,13 +324,6 @@ class Compressor(ContextEngine):
                 state=state,
                 writer=session.writer,
             )
-        move_session_processes(session.id, new_id)
-        session.id = new_id
-        session.history = history
-        session.next_seq = len(history)
-        session.unsaved = 0
-        if rt.services is not None and hasattr(rt.services, "session_id"):
-            rt.services.session_id = new_id
         return new_id
 
 
@@ -341,5 +336,4 @@ def _system(session: SessionHandle) -> list[Message]:
 
 
 def _todos(rt: Runtime) -> str:
-    todos = getattr(rt.services, "todos", None)
-    return todos.render() if todos is not None else ""
+    return rt.services.todos.render() if rt.services is not None else ""

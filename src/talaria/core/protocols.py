@@ -6,8 +6,8 @@ log the loop writes through, and the approver a front end or a library user supp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal, Protocol, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, TypeAlias
 
 from talaria.core.messages import Message
 from talaria.core.model import ModelRequest, ModelResponse
@@ -44,32 +44,48 @@ class ModelClient(Protocol):
 
 
 class SessionLog(Protocol):
-    """What the loop needs of a session store: an append-only log of messages with one
-    writer at a time (synchronous: the loop calls it off the event loop)."""
+    """What the loop needs of a store: each session's messages, appended in order and
+    loaded back, and its one writer's lease.
+
+    Messages are addressed by (session_id, seq): appending a seq that is already stored is a
+    no-op, so the loop can re-append after a crash without duplicating anything. Every call
+    that writes has committed when it returns."""
 
     def append_messages(
         self,
         session_id: str,
-        items: Sequence[tuple[int, Message]],
+        items: Sequence[tuple[int, Mapping[str, Any]]],
         *,
         writer: str | None = None,
     ) -> None:
-        """Save `(seq, message)` pairs in one transaction."""
+        """Store (seq, message) pairs in one transaction; seqs already stored are skipped.
+        With `writer`, the append checks (and renews) that writer's lease in the same
+        transaction and raises `SessionBusy` when another writer holds the session.
+
+        A store may also offer `try_append_messages(session_id, items, *, writer=None) ->
+        bool`: the same append made on the caller's thread only if it cannot block (False,
+        nothing written, otherwise). The loop calls it on the event loop's thread first and
+        falls back to `append_messages` off the loop."""
+        ...
+
+    def claim_writer(self, session_id: str, owner: str, ttl: float = 120.0) -> None:
+        """Become the session's one writer for `ttl` seconds (renewed by each append with
+        `writer=owner`). Raises `SessionBusy` when another live owner holds it. An expired
+        lease, or one whose owner process on this host is gone, is taken over."""
+        ...
+
+    def release_writer(self, session_id: str, owner: str) -> None:
+        """Give the lease up (a no-op when `owner` does not hold it)."""
+        ...
+
+    def truncate_messages(self, session_id: str, keep: int) -> int:
+        """Delete the session's messages with seq >= `keep` (undo, retry); the number deleted.
+        They leave the search index too."""
         ...
 
     def load_messages(self, session_id: str) -> list[Message]: ...
 
     def message_count(self, session_id: str) -> int: ...
-
-    def truncate_messages(self, session_id: str, keep: int) -> int:
-        """Drop every message after the first `keep`; how many were dropped."""
-        ...
-
-    def claim_writer(self, session_id: str, owner: str, ttl: float = 120.0) -> None:
-        """Take the session's lease (`SessionBusy` while another live writer holds it)."""
-        ...
-
-    def release_writer(self, session_id: str, owner: str) -> None: ...
 
 
 ApprovalDecision: TypeAlias = Literal["once", "session", "always", "deny"]

@@ -59,6 +59,7 @@ from talaria.tools.base import ToolContext
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
+    from talaria.agent_tools.services import AgentServices
     from talaria.loop.runtime import Runtime
 
 log = logging.getLogger("talaria.durable")
@@ -272,12 +273,14 @@ class TurnActivities:
             events=events,
         )
 
-    def _services(self, runtime: Runtime, session_id: str) -> Any:
+    def _services(self, runtime: Runtime, session_id: str) -> AgentServices:
         """The agent tools' state for this session (one worker serves many sessions)."""
-        services = runtime.services
+        from talaria.agent_tools.todo import TodoList
+        from talaria.assembly import agent_services
+
         todos = self.agents.store.get_state(session_id, "todos")
         return dataclasses.replace(
-            services, session_id=session_id, todos=type(services.todos).from_json(todos)
+            agent_services(runtime), session_id=session_id, todos=TodoList.from_json(todos)
         )
 
     def _save(self, session_id: str, unsaved: Unsaved | None, writer: str) -> None:

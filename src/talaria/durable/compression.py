@@ -73,10 +73,6 @@ class DurableCompressor(Compressor):
         await workflow.execute_activity(
             "continue_session", hand_over, **scope.timeouts.options(60, heartbeat=False)
         )
-        session.id = child_id
-        session.history = history
-        session.next_seq = len(history)
-        session.unsaved = 0
         return child_id
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from talaria.config import Config
 from talaria.core import Usage
@@ -29,6 +29,11 @@ from talaria.telemetry.base import telemetry_for
 from talaria.tools.base import Tool
 from talaria.tools.executor import ToolExecutor
 from talaria.values import mutable
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.services import AgentServices
+    from talaria.context.engine import ContextEngine
+    from talaria.tools.sandbox import SandboxPolicy
 
 
 def new_task_id() -> str:
@@ -63,13 +68,14 @@ class Runtime:
     home: Path
     max_iterations: int
     stream: bool = True
-    services: Any = None
+    services: AgentServices | None = None
+    """What the agent's own tools work with (memory, task list, delegation)."""
     interactions: Interactions | None = None
     clarify: Callable[[str, str, list[str] | None], Awaitable[str | None]] | None = None
     """(call id, question, choices) -> the user's answer, None when it lapsed."""
-    context_engine: Any = None
+    context_engine: ContextEngine | None = None
     """Compresses the history when it nears the window (None: never)."""
-    sandbox: Any = None
+    sandbox: SandboxPolicy | None = None
     """The `SandboxPolicy` terminal commands run under (None: unconfined)."""
     clock: Callable[[], float] = time.monotonic
     new_id: Callable[[], str] = new_task_id

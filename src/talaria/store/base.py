@@ -1,18 +1,19 @@
 """The session store contract: what the loop, the CLI and the agent tools may ask of any backend.
 
 The protocol is deliberately small and message-oriented so that a backend (SQLite today,
-PostgreSQL later) can be checked by one shared test kit (`talaria.store.conformance`).
+PostgreSQL later) can be checked by one shared test kit (`talaria.testing.store_conformance`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, Protocol
 
 from talaria.core import Message
+from talaria.core.protocols import SessionLog
 from talaria.values import mutable
 
 
@@ -192,13 +193,9 @@ def content_text(content: Any) -> str:
     return ""
 
 
-class SessionStore(Protocol):
-    """Durable sessions and their messages.
-
-    Messages are addressed by (session_id, seq): appending a seq that is already stored is a
-    no-op, so the loop can re-append after a crash without duplicating anything. Every call
-    that writes has committed when it returns.
-    """
+class SessionCatalogue(Protocol):
+    """The sessions themselves: creating, finding, describing, forking and ending them,
+    and the small state each keeps (its task list, its setup)."""
 
     def create_session(
         self,
@@ -233,23 +230,6 @@ class SessionStore(Protocol):
         it knows which counters add up and which do not)."""
         ...
 
-    def append_messages(
-        self,
-        session_id: str,
-        items: Sequence[tuple[int, Mapping[str, Any]]],
-        *,
-        writer: str | None = None,
-    ) -> None:
-        """Store (seq, message) pairs in one transaction; seqs already stored are skipped.
-        With `writer`, the append checks (and renews) that writer's lease in the same
-        transaction and raises `SessionBusy` when another writer holds the session.
-
-        A store may also offer `try_append_messages(session_id, items, *, writer=None) ->
-        bool`: the same append made on the caller's thread only if it cannot block (False,
-        nothing written, otherwise). The loop calls it on the event loop's thread first and
-        falls back to `append_messages` off the loop."""
-        ...
-
     def continue_in_child(
         self,
         parent_id: str,
@@ -275,25 +255,6 @@ class SessionStore(Protocol):
         its state `forked_from` to `source_id`. A failure leaves no fork behind."""
         ...
 
-    def claim_writer(self, session_id: str, owner: str, ttl: float = 120.0) -> None:
-        """Become the session's one writer for `ttl` seconds (renewed by each append with
-        `writer=owner`). Raises `SessionBusy` when another live owner holds it. An expired
-        lease, or one whose owner process on this host is gone, is taken over."""
-        ...
-
-    def release_writer(self, session_id: str, owner: str) -> None:
-        """Give the lease up (a no-op when `owner` does not hold it)."""
-        ...
-
-    def truncate_messages(self, session_id: str, keep: int) -> int:
-        """Delete the session's messages with seq >= `keep` (undo, retry); the number deleted.
-        They leave the search index too."""
-        ...
-
-    def load_messages(self, session_id: str) -> list[Message]: ...
-
-    def message_count(self, session_id: str) -> int: ...
-
     def resolve(self, ref: str) -> str:
         """Exact id, exact title, "latest", or a unique id prefix of at least 6 characters."""
         ...
@@ -308,6 +269,18 @@ class SessionStore(Protocol):
         """Newest activity first; `source` and `cwd` (the exact directory) narrow the list."""
         ...
 
+    def get_state(self, session_id: str, key: str) -> Any: ...
+
+    def set_state(self, session_id: str, key: str, value: Any) -> None: ...
+
+    def rename(self, session_id: str, title: str | None) -> None: ...
+
+    def delete_session(self, session_id: str) -> None: ...
+
+
+class SessionSearch(Protocol):
+    """Full-text search over past sessions."""
+
     def search(
         self, query: str, limit: int = 10, exclude_session: str | None = None
     ) -> list[SearchHit]: ...
@@ -315,6 +288,10 @@ class SessionStore(Protocol):
     def recent(self, limit: int) -> list[SessionInfo]:
         """The most recently active sessions that hold at least one message."""
         ...
+
+
+class UsageBook(Protocol):
+    """What each session spent, by model, for reports."""
 
     def record_usage(self, session_id: str, records: list[UsageRecord]) -> None:
         """Save per-model usage records for a session, stamped with the store's clock."""
@@ -326,13 +303,9 @@ class SessionStore(Protocol):
         """Records saved at or after `since` (all when None), oldest first."""
         ...
 
-    def get_state(self, session_id: str, key: str) -> Any: ...
 
-    def set_state(self, session_id: str, key: str, value: Any) -> None: ...
-
-    def rename(self, session_id: str, title: str | None) -> None: ...
-
-    def delete_session(self, session_id: str) -> None: ...
+class SessionStore(SessionLog, SessionCatalogue, SessionSearch, UsageBook, Protocol):
+    """A complete backend (SQLite, PostgreSQL): every part above, and `close`."""
 
     def close(self) -> None: ...
 

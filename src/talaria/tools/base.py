@@ -14,6 +14,7 @@ from talaria.values import mutable
 if TYPE_CHECKING:
     from talaria.events import EventSink
     from talaria.policy.approval import Assessment
+    from talaria.tools.sandbox import SandboxPolicy
 
 
 class ToolError(Exception):
@@ -36,8 +37,8 @@ class ToolContext:
     """Ask the user (question, choices); None when the question lapsed unanswered."""
     services: Any = None
     """Agent-level state for agent-level tools (store, memory, todos, delegation)."""
-    sandbox: Any = None
-    """The `SandboxPolicy` commands run under (None: unconfined)."""
+    sandbox: SandboxPolicy | None = None
+    """The sandbox commands run under (None: unconfined)."""
     approved: str = ""
     """The command text the user (or a grant) approved for this call, empty when none was
     needed: a file tool writes only what was judged (`talaria.tools.write_boundary`)."""

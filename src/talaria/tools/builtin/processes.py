@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from talaria.events import Event, SessionContinued
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin.terminal import kill_group, spawn_shell
 from talaria.tools.process_tracking import REGISTRY as TRACKING
@@ -140,11 +141,13 @@ def kill_session_processes(owner: str) -> None:
     REGISTRY.kill_owner(owner)
 
 
-def move_session_processes(old: str, new: str) -> None:
-    """A conversation continued in a new session (compression) keeps its processes."""
-    for process in REGISTRY.of_owner(old):
-        process.owner = new
-        process.tracked.owner = new
+def follow_session(event: Event) -> None:
+    """An event listener: a conversation continued in a new session (compression) keeps
+    its background processes."""
+    if isinstance(event, SessionContinued):
+        for process in REGISTRY.of_owner(event.previous_id):
+            process.owner = event.session_id
+            process.tracked.owner = event.session_id
 
 
 def process(action: str, ctx: ToolContext, id: str | None = None) -> str:

@@ -317,8 +317,10 @@ def terminal(
     limit = command_timeout(timeout)
     result = run_command(command, str(ctx.cwd), limit, ctx.interrupt, prefix, ctx.session_id)
     text = format_result(result, limit)
-    if prefix and (
-        hint := failure_hint(ctx.sandbox, Path(ctx.cwd), result.output, result.exit_code)
+    if (
+        prefix
+        and ctx.sandbox is not None
+        and (hint := failure_hint(ctx.sandbox, Path(ctx.cwd), result.output, result.exit_code))
     ):
         return f"{text}\n{hint}"
     return text
