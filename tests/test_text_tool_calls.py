@@ -58,7 +58,8 @@ def run(tmp_path: Path, answer: str, **kwargs: Any) -> tuple[dict[str, Any], lis
 def test_a_call_written_as_text_runs_the_tool(tmp_path: Path, form: str) -> None:
     result, events, _ = run(tmp_path, WRITTEN_CALLS[form])
     assert tool_results(result) == ["42"]
-    assert result["final_response"] == "the sum is 42"
+    said_first = "I'll add the two numbers:\n\n" if form == "fenced after a lead-in" else ""
+    assert result["final_response"] == said_first + "the sum is 42"  # every step's text
     assert [e.name for e in events if isinstance(e, ToolFinished)] == ["add"]
     assert any(isinstance(e, Notice) and "wrote as text" in e.message for e in events)
     call_message = result["messages"][1]

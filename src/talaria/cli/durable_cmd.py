@@ -76,7 +76,7 @@ def run_durable_chat(args: argparse.Namespace) -> int:
     if args.api_key:
         return output.failure("--api-key stays on the workers; configure it there", 2)
     try:
-        result = asyncio.run(_durable_turn(args))
+        result = asyncio.run(_durable_turn(args, output))
     except (DurableError, ValueError) as exc:
         exit_now(output.failure(str(exc), EXIT_AGENT_FAILURE))
     exit_now(output.report(result))
@@ -96,9 +96,10 @@ def exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-async def _durable_turn(args: argparse.Namespace) -> dict[str, Any]:
+async def _durable_turn(args: argparse.Namespace, output: Any) -> dict[str, Any]:
     import asyncio
 
+    from talaria.cli.stream_json import shipped_record
     from talaria.durable.client import connect, start_turn
 
     options = agent_kwargs(args)
@@ -118,6 +119,8 @@ async def _durable_turn(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  turn {turn.id}", file=sys.stderr)
 
     async def show(event: dict[str, Any]) -> None:
+        if output.lines is not None:  # --output-format stream-json: every event, as it comes
+            output.lines.write(shipped_record(event))
         kind = event["type"]
         if kind == "ToolStarted" and sys.stderr.isatty():
             print(f"  ⚙ {event['name']}", file=sys.stderr, flush=True)

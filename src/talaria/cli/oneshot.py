@@ -209,7 +209,7 @@ class Output:
         if sys.stdout.isatty():
             text = clean(text)
         if self.streaming and self.streamed:
-            if not text or self.streamed.rstrip().endswith(text.rstrip()):
+            if not text or _words(self.streamed).endswith(_words(text)):
                 if not self.streamed.endswith("\n"):
                     sys.stdout.write("\n")
                 return
@@ -229,3 +229,9 @@ class Output:
                 record.pop("type")
             print(json.dumps(record, ensure_ascii=False, default=str), flush=True)
         return code
+
+
+def _words(text: str) -> str:
+    """`text` with its whitespace runs as single spaces: the streamed copy of an answer has a
+    line break before each tool's progress line that the answer itself does not."""
+    return " ".join(text.split())

@@ -37,13 +37,23 @@ _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 def event_type(event: Any) -> str:
     """`TextDelta` -> `text_delta`."""
-    return _CAMEL.sub("_", type(event).__name__).lower()
+    return snake_case(type(event).__name__)
+
+
+def snake_case(name: str) -> str:
+    return _CAMEL.sub("_", name).lower()
 
 
 def event_record(event: Any) -> dict[str, Any]:
     is_event = dataclasses.is_dataclass(event) and not isinstance(event, type)
     fields = dataclasses.asdict(event) if is_event else {}
     return {"type": event_type(event), **fields}
+
+
+def shipped_record(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The record of an event that came as `{"type": "<class name>", ...fields}` (a durable
+    turn's, from its workflow): the same line as `event_record` writes for the event."""
+    return {**event, "type": snake_case(str(event.get("type", "")))}
 
 
 def result_record(result: Mapping[str, Any], exit_code: int) -> dict[str, Any]:

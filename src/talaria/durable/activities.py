@@ -187,7 +187,7 @@ class TurnActivities:
         self._save(call.session_id, call.unsaved, call.writer)
         entry = runtime.caller.chain.entries[call.entry]
         request = request_from_dict(call.request)
-        deltas = DeltaForwarder(activity.info().workflow_id or "", call.deltas)
+        deltas = DeltaForwarder(activity.info().workflow_id or "", call.deltas, call.separator)
         hook_args = {"session_id": call.session_id, "task_id": call.task_id}
         runtime.hooks.emit("pre_llm_call", request=request, **hook_args)
         with runtime.telemetry.model_call(request, entry) as observed:

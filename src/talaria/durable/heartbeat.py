@@ -21,9 +21,11 @@ class DeltaForwarder:
     """A StreamHandler that sends the stream's deltas to the workflow in small batches (each
     batch is a signal: one history event and one workflow task)."""
 
-    def __init__(self, workflow_id: str, enabled: bool) -> None:
+    def __init__(self, workflow_id: str, enabled: bool, separator: str = "") -> None:
         self.workflow_id = workflow_id
         self.enabled = enabled
+        self.separator = separator
+        """Sent before the first text, as `loop.stream.EventStream` does in process."""
         self.buffer: list[dict[str, Any]] = []
 
     def _add(self, event: Event) -> None:
@@ -36,6 +38,9 @@ class DeltaForwarder:
 
     def text(self, delta: str) -> None:
         if delta:
+            if self.separator:
+                self._add(TextDelta(self.separator))
+                self.separator = ""
             self._add(TextDelta(delta))
 
     def reasoning(self, delta: str) -> None:

@@ -81,6 +81,8 @@ class ModelCallInput:
     """Saved before the request is sent (invariant 3), in the same activity."""
     writer: str = ""
     deltas: bool = True
+    separator: str = ""
+    """Streamed before the call's first text (an earlier step of the turn spoke)."""
 
 
 @mutable

@@ -33,8 +33,10 @@ from talaria.events import Event, RequestResolved, RequestWithdrawn
 from talaria.interaction import Interactions, normalise_answer
 from talaria.interrupt import InterruptSignal, RaceEntry
 from talaria.loop.session import SessionHandle
+from talaria.loop.stream import STEP_SEPARATOR
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
+from talaria.providers.base import NullStream
 from talaria.tools.base import Tool, ToolContext
 from talaria.tools.executor import CallOutcome, ToolExecutor
 from talaria.values import mutable
@@ -121,6 +123,9 @@ class TurnScope:
     timeouts: ActivityTimeouts
     session: QueuedSession
     log: EventLog
+    spoken: bool = False
+    """A step of the turn answered with text: the next one's stream starts with the step
+    separator, as `loop.stream.EventStream` does in process."""
 
     @property
     def session_id(self) -> str:
@@ -153,13 +158,17 @@ class ActivityModelClient:
                 unsaved=scope.session.take(),
                 writer=scope.writer,
                 deltas=scope.deltas,
+                separator=STEP_SEPARATOR if scope.spoken else "",
             ),
             result_type=dict,
             **scope.timeouts.options(scope.timeouts.model_call),
         )
         if outcome.get("error"):
             raise error_from_dict(outcome["error"])
-        return response_from_dict(outcome["response"])
+        response = response_from_dict(outcome["response"])
+        if response.text and not isinstance(stream, NullStream):  # a step, not a side task
+            scope.spoken = True
+        return response
 
     async def aclose(self) -> None:
         pass

@@ -10,13 +10,19 @@ from talaria.events import (
     ToolCallGenerated,
 )
 
+STEP_SEPARATOR = "\n\n"
+"""Between the texts of a turn's steps, in the stream and in the final answer alike."""
+
 
 class EventStream:
-    """A StreamHandler that emits events and remembers whether anything visible went out."""
+    """A StreamHandler that emits events and remembers whether anything visible went out.
+    `separator` goes out before the call's first text: an earlier step of the turn spoke, and
+    its text must not run into this one's ("...the folder.The tool returned...")."""
 
-    def __init__(self, emit: EventSink, iteration: int) -> None:
+    def __init__(self, emit: EventSink, iteration: int, separator: str = "") -> None:
         self._emit = emit
         self._iteration = iteration
+        self.separator = separator
         self.thinking = True
         self.output_started = False
         self.produced: list[str] = []
@@ -30,6 +36,8 @@ class EventStream:
     def text(self, delta: str) -> None:
         if delta:
             self.stop_thinking()
+            if not self.output_started and self.separator:
+                self._emit(TextDelta(self.separator))
             self.output_started = True
             self.produced.append(delta)
             self._emit(TextDelta(delta))

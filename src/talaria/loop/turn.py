@@ -44,7 +44,7 @@ from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.loop.spending import ACTIVE_METER, BUDGET_SUMMARY_REQUEST, SpendMeter, open_meter
 from talaria.loop.steering import joined
-from talaria.loop.stream import EventStream
+from talaria.loop.stream import STEP_SEPARATOR, EventStream
 from talaria.messages.media import media_dir
 from talaria.offload import run_blocking
 from talaria.providers.base import UsageLedger
@@ -73,6 +73,8 @@ class TurnState:
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     final_response: str | None = None
+    spoken: list[str] = field(default_factory=list)
+    """The text of each step that had some: the final answer is all of it, as it streamed."""
     exit_reason: str = "running"
     error: str | None = None
     model: str = ""
@@ -195,9 +197,11 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
         notes = [state.budget.warning() or "", state.guard.take_note() or ""]
         response = await _call(rt, session, state, notes)
         state.budget.spend()
+        if response.text:
+            state.spoken.append(response.text)
         if not response.tool_calls:
             await session.append(response.to_message())
-            state.final_response = response.text or ""
+            state.final_response = STEP_SEPARATOR.join(state.spoken)
             state.exit_reason = "text_response"
             rt.emit(StepFinished(state.api_calls, state.api_calls, [], response.text))
             return
@@ -223,7 +227,7 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             raise Interrupted
         if halt:
             state.exit_reason = halted(halt)
-            state.final_response = response.text or None
+            state.final_response = STEP_SEPARATOR.join(state.spoken) or None
             return
         await _deliver_steers(rt, session, state)
 
@@ -272,7 +276,7 @@ async def _call(
         await rt.hooks.aemit(
             "pre_llm_call", request=build([]), session_id=session.id, task_id=state.task_id
         )
-    stream = EventStream(rt.emit, state.api_calls + 1)
+    stream = EventStream(rt.emit, state.api_calls + 1, STEP_SEPARATOR if state.spoken else "")
     rt.emit(StatusChanged("thinking"))
     rt.emit(ThinkingStarted(state.api_calls + 1))
     try:
