@@ -52,26 +52,30 @@ def test_safe_coercions(field: dict[str, Any], given_value: Any, expected: Any) 
 
 
 REFUSED = [
-    ({"type": "integer"}, 4.5, "expected integer, got number 4.5"),
-    ({"type": "integer"}, True, "expected integer, got boolean true"),
-    ({"type": "integer"}, "4.5", 'expected integer, got string "4.5"'),
-    ({"type": "integer"}, "forty", 'expected integer, got string "forty"'),
-    ({"type": "number"}, False, "expected number, got boolean false"),
-    ({"type": "number"}, "1e999", "expected number"),
-    ({"type": "number"}, "NaN", "expected number"),
-    ({"type": "boolean"}, 1, "expected boolean, got integer 1"),
-    ({"type": "boolean"}, "yes", 'expected boolean, got string "yes"'),
-    ({"type": "string"}, 4.5, "expected string, got number 4.5"),
-    ({"type": "string"}, True, "expected string, got boolean true"),
-    ({"type": "string"}, None, "expected string, got null"),
-    ({"type": "array", "items": {"type": "string"}}, "a", 'expected array, got string "a"'),
-    ({"type": "array", "items": {"type": "string"}}, 5, "expected array, got integer 5"),
-    ({"type": "array", "items": {"type": "string"}}, '{"a": 1}', "expected array"),
-    ({"type": "object"}, "[1]", 'expected object, got string "[1]"'),
+    ({"type": "integer"}, 4.5, "must be an integer, got the number 4.5"),
+    ({"type": "integer"}, True, "must be an integer, got true"),
+    ({"type": "integer"}, "4.5", 'must be an integer, got the string "4.5"'),
+    ({"type": "integer"}, "forty", 'must be an integer, got the string "forty"'),
+    ({"type": "number"}, False, "must be a number, got false"),
+    ({"type": "number"}, "1e999", "must be a number"),
+    ({"type": "number"}, "NaN", "must be a number"),
+    ({"type": "boolean"}, 1, "must be true or false, got the integer 1"),
+    ({"type": "boolean"}, "yes", 'must be true or false, got the string "yes"'),
+    ({"type": "string"}, 4.5, "must be a string, got the number 4.5"),
+    ({"type": "string"}, True, "must be a string, got true"),
+    ({"type": "array", "items": {"type": "string"}}, "a", 'must be an array, got the string "a"'),
+    ({"type": "array", "items": {"type": "string"}}, 5, "must be an array, got the integer 5"),
+    ({"type": "array", "items": {"type": "string"}}, '{"a": 1}', "must be an array"),
+    ({"type": "object"}, "[1]", 'must be an object, got the string "[1]"'),
+    ({"type": "object"}, [1], "must be an object, got an array [1]"),
     ({"type": "string", "enum": ["r", "w"]}, "x", 'must be one of "r", "w"; got "x"'),
     ({"enum": [1, 2]}, True, "must be one of 1, 2; got true"),
-    ({"type": "array", "maxItems": 1}, [1, 2], "at most 1 items"),
-    ({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, "x", "expected integer or boolean"),
+    ({"type": "array", "maxItems": 1}, [1, 2], "allows at most 1 items"),
+    ({"anyOf": [{"type": "integer"}, {"type": "boolean"}]}, "x", "an integer or true or false"),
+    ({"type": "integer", "minimum": 1, "maximum": 20}, 0, "must be at least 1, got 0"),
+    ({"type": "integer", "minimum": 1, "maximum": 20}, 21, "must be at most 20, got 21"),
+    ({"type": "number", "exclusiveMinimum": 0}, 0, "must be more than 0, got 0"),
+    ({"type": "string", "minLength": 2}, "a", "must have at least 2 characters, got 1"),
 ]
 
 
@@ -81,8 +85,19 @@ def test_refusals_name_the_field_and_what_was_wrong(
 ) -> None:
     with pytest.raises(ArgumentError) as info:
         _one(field, given_value)
-    assert "'v'" in str(info.value)
+    assert "`v` " in str(info.value)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"v": 1' + "0" * 5000 + "}", '{"v": 1e400}', '{"v": [-1' + "0" * 5000 + "]}"]
+)
+def test_a_number_too_large_to_use_is_refused_by_name(raw: str) -> None:
+    schema = _schema({"v": {"type": ["integer", "number", "array"]}})
+    with pytest.raises(ArgumentError, match=r"^`v(\[0\])?` is a number too large to use"):
+        validate_arguments(schema, raw)
+    with pytest.raises(ArgumentError, match=r"^`v` is a number too large to use"):
+        _one({"type": "integer", "maximum": 5}, 10**5000)
 
 
 def test_exact_match_beats_coercion_in_unions() -> None:
@@ -128,9 +143,9 @@ def test_unknown_and_missing_keys_are_reported_together() -> None:
     with pytest.raises(ArgumentError) as info:
         validate_arguments(schema, {"pth": "a", "limit": "x"})
     message = str(info.value)
-    assert "unknown argument 'pth' (allowed here: path, limit)" in message
-    assert "argument 'limit': expected integer, got string \"x\"" in message
-    assert "missing required argument 'path'" in message
+    assert "unknown argument `pth` (allowed here: path, limit)" in message
+    assert '`limit` must be an integer, got the string "x"' in message
+    assert "missing required argument `path` (a string)" in message
 
 
 def test_nested_paths_are_named() -> None:
@@ -139,21 +154,21 @@ def test_nested_paths_are_named() -> None:
     with pytest.raises(ArgumentError) as info:
         validate_arguments(schema, {"points": [{"x": 1}, {"x": "a"}, {}]})
     message = str(info.value)
-    assert "argument 'points[1].x': expected number" in message
-    assert "missing required argument 'points[2].x'" in message
+    assert "`points[1].x` must be a number" in message
+    assert "missing required argument `points[2].x` (a number)" in message
 
 
 def test_nullable_object_reports_the_inner_problem() -> None:
     point = _schema({"x": {"type": "number"}}, ["x"])
     schema = _schema({"at": {"anyOf": [point, {"type": "null"}]}})
-    with pytest.raises(ArgumentError, match=r"missing required argument 'at\.x'"):
+    with pytest.raises(ArgumentError, match=r"missing required argument `at\.x`"):
         validate_arguments(schema, {"at": {}})
 
 
 def test_additional_properties_schema_validates_values() -> None:
     schema = _schema({"env": {"type": "object", "additionalProperties": {"type": "integer"}}})
     assert validate_arguments(schema, {"env": {"A": "1"}}) == {"env": {"A": 1}}
-    with pytest.raises(ArgumentError, match=r"'env\.B': expected integer"):
+    with pytest.raises(ArgumentError, match=r"`env\.B` must be an integer"):
         validate_arguments(schema, {"env": {"B": "x"}})
 
 
@@ -167,6 +182,37 @@ def test_tuple_shape() -> None:
     assert _one(pair, ["1", "a"]) == [1, "a"]
     with pytest.raises(ArgumentError, match="at least 2 items"):
         _one(pair, [1])
+
+
+def test_null_for_an_optional_argument_means_absent() -> None:
+    schema = _schema(
+        {
+            "path": {"type": "string"},
+            "limit": {"type": "integer"},
+            "note": {"type": ["string", "null"]},
+        },
+        ["path"],
+    )
+    arguments = {"path": "a.py", "limit": None, "note": None}
+    assert validate_arguments(schema, arguments) == {"path": "a.py", "note": None}
+    items = _schema(
+        {
+            "todos": {
+                "type": "array",
+                "items": _schema({"id": {"type": "string"}, "done": {"type": "boolean"}}, ["id"]),
+            }
+        }
+    )
+    assert validate_arguments(items, {"todos": [{"id": "1", "done": None}]}) == {
+        "todos": [{"id": "1"}]
+    }
+
+
+def test_null_for_a_required_argument_says_what_was_expected() -> None:
+    schema = _schema({"path": {"type": "string"}}, ["path"])
+    with pytest.raises(ArgumentError) as info:
+        validate_arguments(schema, {"path": None})
+    assert str(info.value) == "`path` must be a string, got null"
 
 
 def test_caller_dict_is_not_mutated() -> None:

@@ -35,6 +35,18 @@ USER_CEILING = 64
 IDLE_SECONDS = 15.0
 
 
+class AbortedByUserCode(Exception):
+    """User code raised a `BaseException` that is not an `Exception`: `SystemExit` (from
+    `sys.exit` or an argument parser), `KeyboardInterrupt`, `GeneratorExit`, one of its own.
+    It reaches the awaiting caller as this ordinary error: raised as it is, it would stop the
+    shared event loop (asyncio re-raises SystemExit and KeyboardInterrupt out of the loop) or
+    break the awaiting coroutine (GeneratorExit)."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(str(raised))
+        self.raised = raised
+
+
 Deliver = Callable[[Any, BaseException | None], None]
 """How a worker hands back a job's outcome: (result, None) or (None, the exception)."""
 
@@ -170,7 +182,16 @@ async def run_user_code(
     TimeoutError after `timeout` seconds; on a timeout or a cancellation the call is
     abandoned, its thread left to finish alone."""
     call = functools.partial(contextvars.copy_context().run, fn, *args, **(kwargs or {}))
-    return await _run(lane("user"), call, timeout)
+    return await _run(lane("user"), functools.partial(_contained, call), timeout)
+
+
+def _contained(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise AbortedByUserCode(exc) from exc
 
 
 async def _run(where: Lane, call: Callable[[], T], timeout: float | None) -> T:

@@ -1,7 +1,8 @@
 """The hook bus: plugins observe and steer the loop at fixed points.
 
 Hooks are plain callables called with keyword arguments (accept ``**kwargs`` to stay compatible
-as arguments are added). A failing observer hook is logged and skipped; a failing or slow
+as arguments are added). A failing observer hook is logged and skipped (whatever it raises,
+`SystemExit` included); a failing or slow
 `pre_tool_call` hook blocks the call, because a guard that cannot answer must not wave
 things through. Hooks are user code that may block: the loop runs them on the process's user
 lane (`talaria.offload`), so a slow or hung hook delays only the call it guards.
@@ -60,7 +61,7 @@ class HookBus:
         for hook in self._hooks[name]:
             try:
                 hook(**kwargs)
-            except Exception:
+            except BaseException:  # sys.exit() in a hook must not end the turn or the loop
                 log.exception("plugin hook %s (%s) failed; skipped", name, _label(hook))
 
     def has(self, name: str) -> bool:
@@ -105,7 +106,7 @@ class HookBus:
         for hook in self._hooks["transform_tool_result"]:
             try:
                 changed = hook(tool_name=tool_name, result=result, **kwargs)
-            except Exception:
+            except BaseException:
                 log.exception("transform_tool_result hook %s failed; skipped", _label(hook))
                 continue
             if isinstance(changed, str):

@@ -67,6 +67,9 @@ class Tool:
     assess: Callable[[dict[str, Any], Path, Path], Assessment | None] | None = None
     """The approval policy's verdict for a tool outside its own table (MCP tools): given the
     arguments, cwd and home, an Assessment when the call needs a yes, else None."""
+    precheck: Callable[[dict[str, Any]], None] | None = None
+    """Checks of the validated arguments that the JSON schema cannot express (two arguments
+    that must differ), run before any approval is asked: raise `ToolError` saying what to fix."""
     retry_safe: bool = False
     """Running it again for the same call does no harm (it only reads, or it is idempotent,
     e.g. by `ToolContext.idempotency_key`). A durable worker reruns a call that a crash cut

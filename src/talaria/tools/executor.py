@@ -3,18 +3,25 @@
 One call runs inline; several run in parallel (at most `max_workers` at once); interactive tools
 run alone as barriers. Sync handlers run on the process's shared user lane (`talaria.offload`),
 so an agent holds no thread of its own. For each call: resolve -> parse and validate arguments
--> `pre_tool_call` guards -> approval -> handler -> result transforms and caps ->
-`post_tool_call`. Every failure becomes a tool result the model can read, and results come back
-in call order whatever order they finish.
+(the schema, then the tool's `precheck`) -> `pre_tool_call` guards -> approval -> handler ->
+result transforms and caps -> `post_tool_call`. Arguments are checked before anyone is asked
+to approve, so a user never approves a call that then fails on its arguments.
+
+Every failure becomes a tool result the model can read ("Error: ..."), and results come back in
+call order whatever order they finish. That includes what a handler raises that is not an
+`Exception` (`SystemExit` from `sys.exit` or an argument parser, `KeyboardInterrupt`): it fails
+the call, never the turn or the process. The text names the tool and the failure in words,
+never a Python class name, traceback or module path (see docs/tools.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -25,7 +32,7 @@ from talaria.events import ApprovalRequested, EventSink, ToolFinished, ToolStart
 from talaria.interaction import Interactions, RequestLapsed
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.messages.redact import redact
-from talaria.offload import run_user_code
+from talaria.offload import AbortedByUserCode, run_user_code
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import (
     ESCALATED,
@@ -37,7 +44,7 @@ from talaria.policy.approval import (
     assess_tool_call,
 )
 from talaria.tools.base import Tool, ToolContext, ToolError
-from talaria.tools.results import cap_result, serialise_result
+from talaria.tools.results import STREAM_ITEMS, cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
 from talaria.tools.write_boundary import WRITERS, assess_write_call
 from talaria.values import mutable
@@ -55,6 +62,8 @@ class CallOutcome:
     is_error: bool = False
     halt: str | None = None
     """Set when the whole turn must stop (an approval timed out)."""
+    waited: float = 0.0
+    """Seconds spent waiting for the user's approval: not part of the tool's duration."""
 
 
 @mutable(slots=True)
@@ -213,11 +222,8 @@ class ToolExecutor:
             is_error=outcome.is_error,
             task_id=ctx.task_id,
         )
-        emit(
-            ToolFinished(
-                call.id, call.name, outcome.content, outcome.is_error, time.monotonic() - started
-            )
-        )
+        duration = max(0.0, time.monotonic() - started - outcome.waited)
+        emit(ToolFinished(call.id, call.name, outcome.content, outcome.is_error, duration))
         observed.tool_done(arguments, outcome.content, outcome.is_error)
         return outcome
 
@@ -232,13 +238,7 @@ class ToolExecutor:
         if tool is None:
             available = ", ".join(sorted(self.tools)) or "none"
             raise ToolError(f"unknown tool {call.name!r}. Available tools: {available}.")
-        try:
-            return tool, validate_arguments(tool.parameters, call.arguments)
-        except ArgumentError as exc:
-            raise ToolError(
-                f"invalid arguments for {call.name}: {exc}. The call was not "
-                "executed; fix the arguments and call again."
-            ) from None
+        return tool, _checked(tool, call.arguments)
 
     async def _guarded(
         self, tool: Tool, call: ToolCall, arguments: dict[str, Any], ctx: ToolContext
@@ -250,8 +250,8 @@ class ToolExecutor:
             return CallOutcome(f"Blocked by a plugin: {guard.blocked}", True)
         if guard.arguments is not arguments:
             try:
-                arguments = validate_arguments(tool.parameters, guard.arguments)
-            except ArgumentError as exc:
+                arguments = _checked(tool, guard.arguments)
+            except ToolError as exc:
                 return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
         if call.name in WRITERS:
             assessment = assess_write_call(call.name, arguments, ctx)
@@ -260,14 +260,20 @@ class ToolExecutor:
             assessment = assess_tool_call(
                 call.name, arguments, ctx.cwd, ctx.home, tool.assess, boundary
             )
+        waited = 0.0
         if assessment is not None:
+            asked = time.monotonic()
             with self.telemetry.approval(call.name, assessment.command) as observed:
                 denial = await self._approve(assessment, call, arguments, guard.approved)
                 observed.decided("approved" if denial is None else "denied")
+            waited = time.monotonic() - asked
             if denial is not None:
+                denial.waited = waited
                 return denial
             ctx.approved = assessment.command
-        return await self._invoke(tool, arguments, ctx)
+        outcome = await self._invoke(tool, arguments, ctx)
+        outcome.waited = waited
+        return outcome
 
     async def _approve(
         self, assessment: Assessment, call: ToolCall, arguments: dict[str, Any], pre_approved: bool
@@ -323,11 +329,10 @@ class ToolExecutor:
             kwargs[tool.context_param] = ctx
         timeout = tool.timeout or self.settings.default_timeout
         try:
-            if tool.is_async:
-                async with asyncio.timeout(timeout):  # in this task: no task per call
-                    value = await tool.handler(**kwargs)
-            else:  # a handler that overstays is abandoned to its thread, never waited for
-                value = await run_user_code(tool.handler, kwargs=kwargs, timeout=timeout)
+            # in this task: no task per call; a sync handler that overstays is abandoned to
+            # its thread (see talaria.offload), never waited for
+            async with asyncio.timeout(timeout):
+                text = await _produce(tool, kwargs)
         except TimeoutError:
             ctx.interrupt.set()
             return CallOutcome(f"Error: {tool.name} timed out after {timeout:g} s.", True)
@@ -335,10 +340,95 @@ class ToolExecutor:
             return CallOutcome(f"Error: {exc}", True)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # a tool's sys.exit() fails the call, not the process
             log.debug("tool %s raised", tool.name, exc_info=True)
-            return CallOutcome(f"Error: {tool.name} failed: {type(exc).__name__}: {exc}", True)
-        return CallOutcome(serialise_result(value), is_error=ctx.interrupt.is_set())
+            return CallOutcome(failure_text(tool.name, exc), True)
+        return CallOutcome(text, is_error=ctx.interrupt.is_set())
+
+
+async def _produce(tool: Tool, kwargs: dict[str, Any]) -> str:
+    """Run the handler and render what it returned, both on the user lane for a sync handler
+    (rendering runs user code too: `__str__`, a generator's body)."""
+    if tool.is_async:
+        value = await tool.handler(**kwargs)
+    else:
+        value = await run_user_code(_call_and_render, tool.handler, kwargs)
+        if isinstance(value, str):
+            return value
+    if inspect.isawaitable(value):  # a sync callable that returned a coroutine
+        value = await value
+    if isinstance(value, AsyncIterator):
+        value = await _drain(value)
+    return value if isinstance(value, str) else await run_user_code(serialise_result, value)
+
+
+def _call_and_render(handler: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """The handler's result as text, or as it is when only the event loop can finish it."""
+    value = handler(**kwargs)
+    if inspect.isawaitable(value) or isinstance(value, AsyncIterator):
+        return value
+    return serialise_result(value)
+
+
+async def _drain(items: AsyncIterator[Any]) -> Iterator[Any]:
+    """The items of an async generator a tool returned (up to the stream budget), rendered
+    one per line as a generator's are."""
+    taken: list[Any] = []
+    async for item in items:
+        taken.append(item)
+        if len(taken) >= STREAM_ITEMS:
+            break
+    return iter(taken)
+
+
+def _checked(tool: Tool, raw: str | dict[str, Any]) -> dict[str, Any]:
+    """The arguments checked against the schema, then by the tool's own `precheck`; a
+    ToolError that says what to fix when they do not fit."""
+    try:
+        arguments = validate_arguments(tool.parameters, raw)
+    except ArgumentError as exc:
+        raise ToolError(_invalid(tool.name, str(exc))) from None
+    if tool.precheck is not None:
+        try:
+            tool.precheck(arguments)
+        except ToolError as exc:
+            raise ToolError(_invalid(tool.name, str(exc))) from None
+    return arguments
+
+
+def _invalid(name: str, problems: str) -> str:
+    return (
+        f"invalid arguments for {name}: {problems}. The call was not executed; fix the "
+        "arguments and call again."
+    )
+
+
+def failure_text(name: str, exc: BaseException) -> str:
+    """What the model reads when a handler raised: the tool and the failure in words."""
+    if isinstance(exc, AbortedByUserCode):
+        exc = exc.raised
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if isinstance(code, str) and code.strip():
+            return f"Error: {name} failed: {code.strip()}"
+        status = 0 if code is None else code
+        return (
+            f"Error: {name} tried to end the process (exit status {status}); the call failed "
+            "and nothing else was stopped."
+        )
+    if isinstance(exc, KeyboardInterrupt):
+        return f"Error: {name} stopped itself with an interrupt; the call failed."
+    detail = _message(exc)
+    if not detail:
+        return f"Error: {name} failed unexpectedly and gave no reason."
+    return f"Error: {name} failed: {detail}"
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc).strip()
+    except Exception:  # an exception whose own __str__ fails
+        return ""
 
 
 def _boundary(policy: Any) -> Boundary:

@@ -457,8 +457,12 @@ READ_FILE_TOOL = Tool(
     parameters=_schema(
         {
             "path": _PATH,
-            "offset": {"type": "integer", "description": "First line to show (1-based)."},
-            "limit": {"type": "integer", "description": "How many lines to show."},
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "First line to show (1-based).",
+            },
+            "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show."},
         },
         ["path"],
     ),
@@ -502,6 +506,9 @@ PATCH_TOOL = Tool(
     handler=patch,
     toolset="file",
     context_param="ctx",
+    precheck=lambda arguments: check_patch_strings(
+        arguments["old_string"], arguments["new_string"]
+    ),
 )
 
 SEARCH_FILES_TOOL = Tool(

@@ -292,6 +292,11 @@ def command_timeout(value: float | None) -> float:
     return min(float(value), MAX_TIMEOUT)
 
 
+def _check_command(command: str) -> None:
+    if not command.strip():
+        raise ToolError("`command` is empty; give the command line to run")
+
+
 def terminal(
     command: str,
     ctx: ToolContext,
@@ -303,8 +308,7 @@ def terminal(
     """Run a shell command in the task's working directory, inside the sandbox unless the
     call was approved to run outside it (`escalate`: the approval seam asks first, showing
     the `justification`)."""
-    if not command.strip():
-        raise ToolError("command is empty")
+    _check_command(command)
     prefix = [] if escalate else confine(ctx.sandbox, ctx.cwd, ctx.emit)
     if background:
         from talaria.tools.builtin.processes import REGISTRY
@@ -353,6 +357,7 @@ TERMINAL_TOOL = Tool(
             "command": {"type": "string", "description": "The command line to run with bash."},
             "timeout": {
                 "type": "number",
+                "exclusiveMinimum": 0,
                 "description": f"Seconds before the command is killed (default "
                 f"{DEFAULT_TIMEOUT:g}, max {MAX_TIMEOUT:g}).",
             },
@@ -377,6 +382,7 @@ TERMINAL_TOOL = Tool(
     handler=terminal,
     toolset="terminal",
     context_param="ctx",
+    precheck=lambda arguments: _check_command(arguments["command"]),
     check=_has_bash,
     timeout=MAX_TIMEOUT + 30,
 )
