@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from talaria.agent_tools.catalog import Capabilities, select_tools
 from talaria.agent_tools.services import AgentServices
 from talaria.agent_tools.todo import TodoList
-from talaria.events import ClarifyRequested
+from talaria.events import ClarifyRequested, Notice
 from talaria.interaction import RequestLapsed
 from talaria.interrupt import InterruptSignal
 from talaria.loop.runtime import Runtime
@@ -253,7 +253,9 @@ def _load_plugins(agent: Agent) -> None:
         return  # a child shares its parent's hook bus, plugins already loaded
     from talaria.plugins.loader import load_plugins
 
-    load_plugins(agent.hooks, spec.home, list(spec.plugins))
+    required = spec.config.plugins.required
+    for failure in load_plugins(agent.hooks, spec.home, list(spec.plugins), required):
+        agent.sink(Notice("warning", failure.message))
 
 
 def open_session(

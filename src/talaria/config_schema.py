@@ -243,6 +243,7 @@ SCHEMA: dict[str, Rule] = {
     "approvals.mode": choice("manual", "manual", "off"),
     "approvals.timeout": seconds(300),
     "command_allowlist": strings(),
+    "plugins.required": strings(),
     "retry.max_attempts": integer(3, minimum=1),
     "retry.base_delay": number(1.0),
     "retry.max_delay": number(30.0),

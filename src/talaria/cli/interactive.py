@@ -27,7 +27,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 
-from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK, ROUTED_WARNINGS
 from talaria.cli.options import agent_kwargs
 from talaria.cli.prompts import QuestionBroker, bind_single_keys
 from talaria.cli.slash import (
@@ -98,7 +98,9 @@ def run_interactive(args: argparse.Namespace) -> int:
 
 
 def quiet_logging(home: Path) -> None:
-    """Library warnings go to <home>/logs/chat.log, never onto the chat screen."""
+    """Library warnings go to <home>/logs/chat.log, never onto the chat screen (a plugin that
+    did not load is shown as a notice in the chat)."""
+    ROUTED_WARNINGS.discard("talaria.plugins.load")
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)

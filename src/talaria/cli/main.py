@@ -382,15 +382,20 @@ def fail(message: object) -> None:
     print(f"talaria: {one_line(str(message))}", file=sys.stderr, flush=True)
 
 
+ROUTED_WARNINGS = {"talaria.config", "talaria.plugins.load"}
+"""Library loggers whose records a command prints on stderr: an unknown config key, a plugin
+that did not load. The interactive chat shows the plugin's as a notice instead."""
+
+
 def _route_library_warnings() -> None:
     """Library log records stay off the terminal (the command prints its own one line), except
-    configuration warnings (an unknown key), which the user must see. Records still reach the
-    root logger, where a command may send them (the chat's log file, `talaria acp`'s stderr)."""
+    the warnings of `ROUTED_WARNINGS`, which the user must see. Records still reach the root
+    logger, where a command may send them (the chat's log file, `talaria acp`'s stderr)."""
     import logging
 
     class ConfigWarnings(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if record.name == "talaria.config":
+            if record.name in ROUTED_WARNINGS and record.levelno >= logging.WARNING:
                 fail(f"warning: {record.getMessage()}")
 
     library = logging.getLogger("talaria")
