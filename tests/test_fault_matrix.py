@@ -140,6 +140,19 @@ CASES = [
         notice_has="discarded",
     ),
     Case(
+        "stream ends cleanly mid-answer (a proxy's timeout)",
+        [Drop(Reply(text=STREAMED, chunk_size=4), after_chunks=6, clean=True), text("ok")],
+        "ok",
+        requests=2,
+        notice_has="discarded",
+    ),
+    Case(
+        "stream ends cleanly before a word",
+        [Drop(Reply(text="lost"), after_chunks=1, clean=True), text("ok")],
+        "ok",
+        requests=2,
+    ),
+    Case(
         "stalled stream",
         [Stall(Reply(text=STREAMED, chunk_size=4), after_chunks=6, seconds=10), text("ok")],
         "ok",

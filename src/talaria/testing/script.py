@@ -57,10 +57,17 @@ class Fail:
 
 @mutable(slots=True)
 class Drop:
-    """A stream that starts ``reply`` and drops the connection after ``after_chunks`` chunks."""
+    """A stream that starts ``reply`` and drops the connection after ``after_chunks`` chunks.
+
+    With ``clean=True`` the HTTP response ends properly there instead (its last chunk is
+    sent), without the wire's closing events (a ``finish_reason`` or ``[DONE]``,
+    ``response.completed``, ``message_stop``): what a proxy that times out a long answer
+    produces. A client must not take what arrived for the whole answer.
+    """
 
     reply: Reply
     after_chunks: int = 1
+    clean: bool = False
 
 
 @mutable(slots=True)

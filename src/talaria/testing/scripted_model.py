@@ -88,7 +88,7 @@ class ScriptedModel:
         if isinstance(step, Drop):
             emitted = await self._emit(step.reply, stream, limit=step.after_chunks)
             raise self._error(
-                "the connection dropped mid-stream",
+                "the stream ended early" if step.clean else "the connection dropped mid-stream",
                 ErrorKind.CONNECTION,
                 output_started=emitted > 0,
             )

@@ -299,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(step, Reply):
             self._reply(wire, body, step)
         elif isinstance(step, Drop):
-            self._reply(wire, body, step.reply, cut_after=step.after_chunks)
+            self._reply(wire, body, step.reply, cut_after=step.after_chunks, clean=step.clean)
         elif isinstance(step, Stall):
             self._reply(wire, body, step.reply, stall=(step.after_chunks, step.seconds))
         elif isinstance(step, Endless):
@@ -333,8 +333,10 @@ class _Handler(BaseHTTPRequestHandler):
         *,
         cut_after: int | None = None,
         stall: tuple[int, float] | None = None,
+        clean: bool = False,
     ) -> None:
-        """Answer with ``reply``; cut the connection or go silent part-way when asked."""
+        """Answer with ``reply``; cut the connection (or, `clean`, end the response) or go
+        silent part-way when asked."""
         if self.provider._wait(reply.delay):
             return
         if not body.get("stream"):
@@ -343,7 +345,10 @@ class _Handler(BaseHTTPRequestHandler):
             elif stall is None or not self.provider._wait(stall[1]):
                 self._json(200, wire.render(reply, body))
             return
-        self._stream(wire.render_stream(reply, body), reply.chunk_delay, cut_after, stall)
+        frames = wire.render_stream(reply, body)
+        if clean and cut_after is not None:
+            frames, cut_after = frames[:cut_after], None
+        self._stream(frames, reply.chunk_delay, cut_after, stall)
 
     def _stream(
         self,

@@ -7,7 +7,7 @@ event, any of the three line endings, and OpenAI's ``[DONE]`` sentinel.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from talaria import fastjson
@@ -73,10 +73,15 @@ def _field(line: str, name: str, data: list[str]) -> str:
     return name
 
 
-async def json_events(chunks: AsyncIterator[bytes]) -> AsyncGenerator[dict[str, Any], None]:
-    """Each event's data as a dict, up to ``[DONE]``; ``{"error": ...}`` events raise."""
+async def json_events(
+    chunks: AsyncIterator[bytes], on_done: Callable[[], None] | None = None
+) -> AsyncGenerator[dict[str, Any], None]:
+    """Each event's data as a dict, up to ``[DONE]`` (`on_done` is called when it comes: a
+    stream that stops without it may have been cut); ``{"error": ...}`` events raise."""
     async for event in events(chunks):
         if event.data == "[DONE]":
+            if on_done is not None:
+                on_done()
             return
         try:
             data = fastjson.loads(event.data)

@@ -75,9 +75,15 @@ class ChatCompletionsClient(EndpointClient["_StreamReader"]):
     ) -> ModelResponse:
         if not streaming:
             return parse_completion(await self._post("/chat/completions", body))
-        async with self._events("/chat/completions", body) as chunks:
+        async with self._events("/chat/completions", body, reader.saw_done) as chunks:
             async for chunk in chunks:
                 reader.feed(chunk)
+        if reader.cut_off:  # what a proxy's timeout leaves: retried as the other modes do
+            raise self._error(
+                ErrorKind.CONNECTION,
+                "stream ended before a finish_reason or [DONE]",
+                output_started=reader.output_started,
+            )
         return reader.finish()
 
 
@@ -210,6 +216,17 @@ class _StreamReader:
         self._model: str | None = None
         self._id: str | None = None
         self._saw_choice = False
+        self._done = False
+
+    def saw_done(self) -> None:
+        self._done = True
+
+    @property
+    def cut_off(self) -> bool:
+        """The answer began but the stream stopped with neither a finish_reason nor ``[DONE]``:
+        it may be incomplete (a finished one ends with at least one of them). A stream with no
+        answer at all is an invalid response (`finish`)."""
+        return self._saw_choice and self._finish is None and not self._done
 
     def feed(self, chunk: Any) -> None:
         if not isinstance(chunk, dict):

@@ -10,7 +10,7 @@ The shared part is the identity used to attribute errors (provider, model, base 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -97,9 +97,10 @@ class EndpointClient(ABC, Generic[R]):
 
     @asynccontextmanager
     async def _events(
-        self, path: str, body: dict[str, Any]
+        self, path: str, body: dict[str, Any], on_done: Callable[[], None] | None = None
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        """POST ``body`` and yield the answer's SSE events as dicts (closed on exit)."""
+        """POST ``body`` and yield the answer's SSE events as dicts (closed on exit);
+        `on_done` is called at OpenAI's ``[DONE]`` sentinel."""
         async with (
             http.post_json(
                 self.endpoint.url(path),
@@ -108,7 +109,7 @@ class EndpointClient(ABC, Generic[R]):
                 seconds=self.timeout,
                 params=self.endpoint.params,
             ) as response,
-            aclosing(sse.json_events(response.aiter_bytes())) as events,
+            aclosing(sse.json_events(response.aiter_bytes(), on_done)) as events,
         ):
             fastjson.warm()  # the answer has begun: the import delays no request (talaria.fastjson)
             yield events
