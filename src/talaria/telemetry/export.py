@@ -7,12 +7,15 @@ standard way by the `OTEL_*` environment variables: `OTEL_EXPORTER_OTLP_ENDPOINT
 per-signal `..._TRACES_/..._METRICS_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`,
 `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_EXPORTER` /
 `OTEL_METRICS_EXPORTER` (`otlp`, `console` or `none`), `OTEL_METRIC_EXPORT_INTERVAL`.
+`console` writes to stderr: stdout carries answers (`--output-format json`) and protocols
+(`talaria mcp serve`), which a span in the middle would break.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 
 from opentelemetry import metrics, trace
@@ -77,7 +80,7 @@ def _tracer_provider() -> trace.TracerProvider:
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     elif choice == "console":
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     return provider
 
 
@@ -96,6 +99,6 @@ def _meter_provider() -> metrics.MeterProvider:
 
         exporter = OTLPMetricExporter()
     elif choice == "console":
-        exporter = ConsoleMetricExporter()
+        exporter = ConsoleMetricExporter(out=sys.stderr)
     readers = [PeriodicExportingMetricReader(exporter)] if exporter is not None else []
     return MeterProvider(resource=_resource(), metric_readers=readers)  # type: ignore[arg-type]
