@@ -22,7 +22,7 @@ from talaria.events import Event
 from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
 from talaria.loop.session import SessionHandle
-from talaria.loop.steering import Steering
+from talaria.loop.steering import Steering, UserNote
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
 from talaria.spec import AgentSpec, ModelChoice
@@ -203,13 +203,36 @@ class Agent:
             raise RuntimeError("this agent is already running a turn; interrupt() it first")
         try:
             result = await self._turn(content, system_message, conversation_history, task_id)
-            while (note := self._steering.next_message(result["turn_exit_reason"])) is not None:
-                task = self._ensure_runtime().new_id()
-                self._steering.started(note, task)
-                result = await self._turn(note.text, None, None, task)
-            return result
+            return await self._queued_turns(result)
         finally:
             self._turn_lock.release()
+
+    async def arun_queued(self) -> TurnResult:
+        """Run the messages waiting in this agent's queue, a turn each, in order, as the end
+        of a turn does; the result is the last turn's. For a front end that queues from
+        another thread: a message queued just after a run looked at the queue for the last
+        time waits there (ValueError when none waits)."""
+        if not self._turn_lock.acquire(blocking=False):
+            raise RuntimeError("this agent is already running a turn; interrupt() it first")
+        try:
+            note = self._steering.take_queued()
+            if note is None:
+                raise ValueError("no message is queued")
+            return await self._queued_turns(await self._queued_turn(note))
+        finally:
+            self._turn_lock.release()
+
+    async def _queued_turns(self, result: TurnResult) -> TurnResult:
+        """After a turn, the queued messages' turns (while the turns end in a way that lets
+        the queue run); the last result."""
+        while (note := self._steering.next_message(result["turn_exit_reason"])) is not None:
+            result = await self._queued_turn(note)
+        return result
+
+    async def _queued_turn(self, note: UserNote) -> TurnResult:
+        task = self._ensure_runtime().new_id()
+        self._steering.started(note, task)
+        return await self._turn(note.text, None, None, task)
 
     async def _turn(
         self,

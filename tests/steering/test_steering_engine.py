@@ -15,6 +15,7 @@ import pytest
 from helpers import MODES, SRC, scripted_agent
 from talaria import events as ev
 from talaria import tool
+from talaria.background import run_sync
 from talaria.loop.steering import TurnMismatch
 from talaria.testing import ScriptedProvider, call, text
 
@@ -207,6 +208,25 @@ def test_a_steer_or_interrupt_naming_another_turn_is_refused(tmp_path: Path) -> 
         assert result["messages"][3]["content"] == "meant for this turn"
     with pytest.raises(TurnMismatch):
         agent.steer("after the end", turn_id=result["task_id"])
+
+
+def test_messages_queued_between_runs_run_with_arun_queued(tmp_path: Path) -> None:
+    steps = [text("first answer"), text("second answer")]
+    with ScriptedProvider(steps) as server:
+        agent = scripted_agent(server, tmp_path)
+        seen = Recorder()
+        agent.subscribe(seen)
+        with pytest.raises(ValueError, match="no message is queued"):
+            run_sync(agent.arun_queued())
+        agent.queue("first")
+        agent.queue("second")
+        result = run_sync(agent.arun_queued())
+
+        assert result["final_response"] == "second answer"
+        assert [s.text for s in seen.of(ev.QueuedMessageStarted)] == ["first", "second"]
+        assert [_last_user_text(r.body) for r in server.requests] == ["first", "second"]
+        assert agent.queued_messages == []
+        assert server.invalid_requests == []
 
 
 CRASHING_HOLDER = """

@@ -22,6 +22,7 @@ one shot:
   git diff | talaria -p "review"   piped stdin is appended to the prompt as context
   echo "question" | talaria        piped stdin alone is the prompt
   --output-format text|json|stream-json   (--json = --output-format json)
+  --input-format stream-json       user messages as JSON lines on stdin, also mid-turn
 
 exit codes:
   0    the agent answered
@@ -104,6 +105,14 @@ def _add_chat_options(chat: argparse.ArgumentParser) -> None:
         choices=["text", "json", "stream-json"],
         default="text",
         help="one shot: the answer as text, one JSON result, or JSON events one per line",
+    )
+    chat.add_argument(
+        "--input-format",
+        dest="input_format",
+        choices=["text", "stream-json"],
+        default="text",
+        help="one shot: stream-json reads user messages as JSON lines on stdin while the agent "
+        'works (queued, or steering with "steer": true); needs --output-format stream-json',
     )
     chat.add_argument(
         "--json",

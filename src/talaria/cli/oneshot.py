@@ -16,7 +16,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_CRASH, EXIT_OK, EXIT_SIGINT, fail
@@ -56,28 +56,39 @@ def compose_prompt(query: str, stdin: TextIO) -> str:
 
 def run_oneshot(args: argparse.Namespace) -> int:
     holder: dict[str, Agent] = {}
+    on_stop: list[Callable[[], None]] = []
 
     def stop(name: str) -> None:
         if "agent" not in holder:
             raise KeyboardInterrupt  # nothing was asked yet: leave at once
         holder["agent"].interrupt(reason=name)
+        for then in on_stop:
+            then()
 
     with SignalStop(stop) as signals:
-        code = _run(args, holder, signals)
+        code = _run(args, holder, signals, on_stop)
         if signals.received is not None:
             exit_now(signals.received)
     return code
 
 
-def _run(args: argparse.Namespace, holder: dict[str, Agent], signals: SignalStop) -> int:
+def _run(
+    args: argparse.Namespace,
+    holder: dict[str, Agent],
+    signals: SignalStop,
+    on_stop: list[Callable[[], None]],
+) -> int:
     from talaria.config import ConfigError
     from talaria.providers.errors import ProviderError
     from talaria.store.base import AmbiguousSession, SessionNotFound, StoreError
 
     output = Output(args.output_format)
     try:
+        if args.input_format == "stream-json":
+            return _converse(args, output, holder, signals, on_stop)
         prompt = compose_prompt(args.query or "", sys.stdin)
-        result = _ask(args, prompt, output, holder)
+        result = _ask(args, output, holder, lambda agent: output.follow(agent.events(prompt)))
+        assert result is not None
     except (ConfigError, ProviderError, SessionNotFound, AmbiguousSession, ValueError) as exc:
         return output.failure(str(getattr(exc, "message", None) or exc), EXIT_AGENT_FAILURE)
     except StoreError as exc:
@@ -95,9 +106,40 @@ def _run(args: argparse.Namespace, holder: dict[str, Agent], signals: SignalStop
     return output.report(result, unsaved)
 
 
+def _converse(
+    args: argparse.Namespace,
+    output: Output,
+    holder: dict[str, Agent],
+    signals: SignalStop,
+    on_stop: list[Callable[[], None]],
+) -> int:
+    """`--input-format stream-json`: the messages of stdin, each run reported as it ends;
+    the exit code is the first failing run's."""
+    from talaria.cli.stream_input import converse
+
+    if output.lines is None:
+        raise InputError("--input-format stream-json needs --output-format stream-json")
+    codes: list[int] = []
+
+    def report(result: TurnResult) -> None:
+        unsaved = holder["agent"].unsaved_messages
+        stopped = (signals.name, signals.exit_code) if signals.received is not None else None
+        codes.append(output.report(result, unsaved, stopped_by=stopped))
+
+    def run(agent: Agent) -> Coroutine[Any, Any, TurnResult | None]:
+        return converse(agent, args.query or "", output.follow, report, output.error, on_stop)
+
+    if _ask(args, output, holder, run) is None:
+        raise InputError("no user message on stdin (--input-format stream-json)")
+    return next((code for code in codes if code != EXIT_OK), EXIT_OK)
+
+
 def _ask(
-    args: argparse.Namespace, prompt: str, output: Output, holder: dict[str, Agent]
-) -> TurnResult:
+    args: argparse.Namespace,
+    output: Output,
+    holder: dict[str, Agent],
+    run: Callable[[Agent], Coroutine[Any, Any, TurnResult | None]],
+) -> TurnResult | None:
     with paused_the_first_time("one-shot imports"):  # the engine's modules
         from talaria.agent import Agent
         from talaria.background import run_sync
@@ -110,7 +152,9 @@ def _ask(
     agent = Agent(session_id=plan.session_id, **agent_kwargs(args))
     holder["agent"] = agent
     with agent:
-        result = run_sync(output.follow(agent.events(prompt)))
+        result = run_sync(run(agent))
+        if result is None:
+            return None
         try:
             record_setup(agent.store, result["session_id"], current_setup(args, agent.config))
         except StoreError as exc:  # the turn is stored; only the resume defaults are not
@@ -216,6 +260,13 @@ class Output:
             sys.stdout.write("\n")  # the answer differs from what streamed: print it whole
         if text:
             print(text)
+
+    def error(self, message: str) -> None:
+        """A problem that ends nothing (a bad input line): on stderr, and as an `error`
+        line for stream-json."""
+        fail(message)
+        if self.lines is not None:
+            self.lines.write({"type": "error", "message": message})
 
     def failure(self, message: str, code: int) -> int:
         """One line on stderr; for the JSON formats also a result object on stdout."""

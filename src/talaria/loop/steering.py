@@ -215,6 +215,10 @@ class Steering:
         resume, self._run_after_interrupt = self._run_after_interrupt, False
         if exit_reason.startswith("failed") or (exit_reason == "interrupted" and not resume):
             return None
+        return self.take_queued()
+
+    def take_queued(self) -> UserNote | None:
+        """The first queued message, taken off the queue (and the store's copy)."""
         note = self.inbox.take_next()
         if note is not None:
             self._save()
