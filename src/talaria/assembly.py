@@ -269,7 +269,7 @@ def open_session(
         session_id = _resolve_existing(store, session_id)
     info = store.get_session(session_id) if session_id else None
     if info is not None:
-        return _resumed(info, store, runtime, system_message)
+        return _resumed(info, store, runtime, system_message, agent.spec.cwd)
     from talaria.loop.session import new_session_id
     from talaria.store.base import SessionExists
 
@@ -292,15 +292,23 @@ def open_session(
         info = store.get_session(new_id)
         if info is None:
             raise
-        return _resumed(info, store, runtime, system_message)
+        return _resumed(info, store, runtime, system_message, agent.spec.cwd)
     return SessionHandle(new_id, store, prompt)
 
 
-def _resumed(info: Any, store: Any, runtime: Runtime, system_message: str | None) -> SessionHandle:
+def _resumed(
+    info: Any, store: Any, runtime: Runtime, system_message: str | None, cwd: Path
+) -> SessionHandle:
     history = store.load_messages(info.id)
     handle = SessionHandle(
         info.id, store, system_message or info.system_prompt, history, next_seq=len(history)
     )
+    if info.cwd and info.cwd != str(cwd):  # resumed elsewhere: the stored prompt names info.cwd
+        handle.cwd_note = (
+            f"The working directory is now {cwd} (this session started in {info.cwd}, the "
+            "directory the system prompt names): commands run here and relative paths "
+            "resolve here."
+        )
     agent_services(runtime).todos = TodoList.from_json(store.get_state(info.id, "todos"))
     return handle
 

@@ -127,7 +127,7 @@ def _add_chat_options(chat: argparse.ArgumentParser) -> None:
         "--continue",
         dest="continue_last",
         action="store_true",
-        help="resume the most recent session",
+        help="resume the most recent session started in this directory (else the most recent)",
     )
     _add_model_options(chat)
     from talaria.cli.batch_cmd import add_temporal_options

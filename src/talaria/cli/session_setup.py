@@ -82,12 +82,21 @@ def plan_resume(args: argparse.Namespace) -> ResumePlan:
     if store is None:
         raise SessionNotFound(f"no session matches {ref!r} (no sessions yet)")
     try:
-        session_id = store.resolve(ref)
+        here = getattr(args, "continue_last", False) and newest_here(store)
+        session_id = here or store.resolve(ref)
         stored = store.get_state(session_id, SETUP_KEY)
     finally:
         store.close()
     notes = apply_setup(args, stored if isinstance(stored, dict) else {})
     return ResumePlan(session_id, notes)
+
+
+def newest_here(store: SessionStore) -> str | None:
+    """`-c`: the most recent session started in the current directory (None: none was)."""
+    from pathlib import Path
+
+    sessions = store.list_sessions(limit=1, cwd=str(Path.cwd()))
+    return sessions[0].id if sessions else None
 
 
 def apply_setup(args: argparse.Namespace, stored: dict[str, Any]) -> list[str]:

@@ -50,6 +50,10 @@ class SessionHandle:
     """This handle's lease owner id while a turn runs (None between turns)."""
     repair: IncrementalRepair = field(default_factory=IncrementalRepair, repr=False)
     """The provider-valid copy of `history`, checked once per appended message."""
+    cwd_note: str | None = None
+    """Where the agent works now, when that is not the directory the stored system prompt
+    names (a session resumed elsewhere; the prompt stays byte-stable): each request carries
+    it in its newest message."""
 
     async def append(self, *messages: Message) -> None:
         self.stage(*messages)

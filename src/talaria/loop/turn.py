@@ -194,7 +194,11 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             return
         if rt.context_engine is not None:
             await rt.context_engine.before_request(rt, session, state)
-        notes = [state.budget.warning() or "", state.guard.take_note() or ""]
+        notes = [
+            state.budget.warning() or "",
+            state.guard.take_note() or "",
+            session.cwd_note or "",
+        ]
         response = await _call(rt, session, state, notes)
         state.budget.spend()
         if response.text:
