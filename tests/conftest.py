@@ -3,40 +3,33 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import HealthCheck, settings
 
+# The test folders mirror src/talaria and hold no __init__.py; their shared helpers (helpers.py,
+# cli_process.py, pty_terminal.py, ...) live here in tests/ and import by their plain names.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from helpers import RecordingStream
 from pg_cluster import _pg_shared_url, pg_clean_url, pg_server_url, pg_url  # noqa: F401
 from talaria.testing.server import ScriptedProvider
 from temporal_cluster import queue, temporal_target, workers  # noqa: F401
 
+# Marks every process this test process starts (its commands inherit the environment), so that
+# cli_process.tagged_processes sees this run's commands only, not those of a parallel worker.
+os.environ["TALARIA_TEST_RUN"] = str(os.getpid())
+
+# Property tests judge the inputs, never the clock: no per-example deadline, and slow input
+# generation on a loaded machine is not a failure.
+settings.register_profile("talaria", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("talaria")
+
 # The price cache of the test run's processes, not the user's (~/.cache/talaria).
 os.environ.setdefault("TALARIA_CACHE_DIR", tempfile.mkdtemp(prefix="talaria-test-cache-"))
-
-
-@dataclass
-class RecordingStream:
-    """A StreamHandler that keeps every delta, in order."""
-
-    texts: list[str] = field(default_factory=list)
-    reasonings: list[str] = field(default_factory=list)
-    tool_calls: list[tuple[int, str, str]] = field(default_factory=list)
-    arguments: dict[int, list[str]] = field(default_factory=dict)
-
-    def text(self, delta: str) -> None:
-        self.texts.append(delta)
-
-    def reasoning(self, delta: str) -> None:
-        self.reasonings.append(delta)
-
-    def tool_call(self, index: int, call_id: str, name: str) -> None:
-        self.tool_calls.append((index, call_id, name))
-
-    def tool_arguments(self, index: int, delta: str) -> None:
-        self.arguments.setdefault(index, []).append(delta)
 
 
 @pytest.fixture
@@ -49,3 +42,42 @@ def provider() -> Iterator[ScriptedProvider]:
 @pytest.fixture
 def recorder() -> RecordingStream:
     return RecordingStream()
+
+
+SERVICES = ("bwrap", "postgres", "temporal", "browser", "npm", "model_server", "pty")
+"""Markers of tests that need a real service; each also gets the umbrella marker `services`,
+so `pytest -m "not services"` runs the part that needs none."""
+
+SERVICE_FIXTURES = {
+    "pg_server_url": "postgres",
+    "pg_url": "postgres",
+    "pg_clean_url": "postgres",
+    "temporal_target": "temporal",
+    "workers": "temporal",
+    "world": "bwrap",  # tests/security/boundary_helpers.py: the sandbox-boundary tests
+}
+"""A test that asks for one of these fixtures needs that service, marked or not."""
+
+
+INTEGRATION_FOLDERS = frozenset({"acp", "durable", "e2e", "mcp", "server", "bench"})
+"""Folders whose tests run real servers and clients in processes of their own (an editor over
+ACP, uvicorn, MCP servers, Temporal workers, the benches' scripted provider): all of them count
+as `services`."""
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, marker in SERVICE_FIXTURES.items():
+            if fixture in item.fixturenames and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+        folder = os.path.relpath(str(item.path), TESTS).split(os.sep)[0]
+        if folder in INTEGRATION_FOLDERS or any(item.get_closest_marker(n) for n in SERVICES):
+            item.add_marker("services")
+        # Under pytest-xdist (--dist loadgroup) one worker takes all tests of a shared server,
+        # so the run starts one Temporal dev server (and one PostgreSQL cluster) rather than two.
+        if item.get_closest_marker("temporal"):
+            item.add_marker(pytest.mark.xdist_group("temporal"))
+        elif item.get_closest_marker("postgres") and not os.environ.get("TALARIA_TEST_PG_URL"):
+            item.add_marker(pytest.mark.xdist_group("postgres"))

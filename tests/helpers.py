@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,10 @@ from talaria.testing.server import ScriptedProvider
 
 MODES = ["chat_completions", "codex_responses", "anthropic_messages"]
 SRC = Path(__file__).resolve().parent.parent / "src"
+
+FOREVER = 3600.0
+"""A delay no passing test waits out: when the behaviour under test (an interrupt, a timeout,
+a cancel) fails, the test hangs until pytest-timeout ends it, instead of asserting a time."""
 
 
 def run_python(code: str, *argv: str, cwd: Path, home: Path | None = None) -> str:
@@ -101,3 +109,39 @@ def asked_prompts(server: ScriptedProvider) -> list[str]:
         messages = request.body.get("messages") or []
         prompts.append(next(m["content"] for m in messages if m.get("role") == "user"))
     return prompts
+
+
+@dataclass
+class RecordingStream:
+    """A StreamHandler that keeps every delta, in order."""
+
+    texts: list[str] = field(default_factory=list)
+    reasonings: list[str] = field(default_factory=list)
+    tool_calls: list[tuple[int, str, str]] = field(default_factory=list)
+    arguments: dict[int, list[str]] = field(default_factory=dict)
+
+    def text(self, delta: str) -> None:
+        self.texts.append(delta)
+
+    def reasoning(self, delta: str) -> None:
+        self.reasonings.append(delta)
+
+    def tool_call(self, index: int, call_id: str, name: str) -> None:
+        self.tool_calls.append((index, call_id, name))
+
+    def tool_arguments(self, index: int, delta: str) -> None:
+        self.arguments.setdefault(index, []).append(delta)
+
+
+def when(condition: Callable[[], object], then: Callable[[], object]) -> threading.Thread:
+    """Call `then` from a background thread as soon as `condition()` holds (polled; the test's
+    own timeout bounds the wait): e.g. interrupt once the model call has arrived."""
+
+    def watch() -> None:
+        while not condition():
+            time.sleep(0.01)
+        then()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return watcher

@@ -26,6 +26,7 @@ def _said(stdout: str) -> str:
     )
 
 
+@pytest.mark.npm
 def test_sessions_new_then_prompts_continue_one_stored_session(
     provider: ScriptedProvider, tmp_path: Path
 ) -> None:
