@@ -104,8 +104,9 @@ def stored_contents(db: Path) -> list[str]:
 
 def tagged_processes() -> list[tuple[int, str]]:
     """(pid, command line) of every live process a talaria command of this test process
-    started (a parallel worker's, or another run's, have another TALARIA_TEST_RUN)."""
-    run = f"TALARIA_TEST_RUN={os.environ['TALARIA_TEST_RUN']}".encode()
+    started: tagged, and working in this process's temporary folder (a parallel worker's
+    commands work in another)."""
+    ours = os.environ["TALARIA_TEST_TMP"]
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -121,7 +122,7 @@ def tagged_processes() -> list[tuple[int, str]]:
             continue
         variables = environ.split(b"\0")
         tagged = any(v.startswith(TAG_VARIABLE.encode() + b"=") for v in variables)
-        if tagged and run in variables and state != b"Z":
+        if tagged and state != b"Z" and _works_in(entry, ours):
             found.append((int(entry), cmdline))
     return found
 
@@ -133,3 +134,10 @@ def wait_for(condition, seconds: float = 30.0) -> bool:  # type: ignore[no-untyp
             return True
         time.sleep(0.05)
     return False
+
+
+def _works_in(pid: str, folder: str) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd").startswith(folder)
+    except OSError:
+        return False

@@ -19,10 +19,6 @@ from pg_cluster import _pg_shared_url, pg_clean_url, pg_server_url, pg_url  # no
 from talaria.testing.server import ScriptedProvider
 from temporal_cluster import queue, temporal_target, workers  # noqa: F401
 
-# Marks every process this test process starts (its commands inherit the environment), so that
-# cli_process.tagged_processes sees this run's commands only, not those of a parallel worker.
-os.environ["TALARIA_TEST_RUN"] = str(os.getpid())
-
 # Property tests judge the inputs, never the clock: no per-example deadline, and slow input
 # generation on a loaded machine is not a failure.
 settings.register_profile("talaria", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,6 +26,14 @@ settings.load_profile("talaria")
 
 # The price cache of the test run's processes, not the user's (~/.cache/talaria).
 os.environ.setdefault("TALARIA_CACHE_DIR", tempfile.mkdtemp(prefix="talaria-test-cache-"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_run_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """This test process's folder of temporary directories (one per pytest-xdist worker): the
+    commands its tests start run in it, which is how cli_process.tagged_processes tells them
+    from a parallel worker's."""
+    os.environ["TALARIA_TEST_TMP"] = str(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture
