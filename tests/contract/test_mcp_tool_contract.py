@@ -18,7 +18,7 @@ from schema_calls import GeneratedCall, calls
 from helpers import MODES
 from mcp_support import everything_http
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.npm, pytest.mark.timeout(300)]
 
 EXAMPLES = 5
 PREFIX = "mcp__everything__"
