@@ -276,3 +276,39 @@ def test_without_a_sandbox_protected_and_system_files_still_ask(
         assert judge(path, None, th) is not None, path
     for path in (user / "project" / "main.py", user / "project" / ".bashrc", th / "logs" / "x"):
         assert judge(path, None, th) is None, path
+
+
+def test_git_metadata_a_command_creates_is_renamed_aside_unless_escalated(
+    provider: ScriptedProvider, world: dict[str, Path]
+) -> None:
+    """A copied `.git` with a fresh config, a new `git init`, a bare-shaped directory: none is
+    left for the user's git to trust; an approved escalation keeps what it made."""
+    work = world["work"]
+    (work / ".git" / "objects").mkdir(parents=True)
+    (work / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (work / "sub").mkdir()
+    hook = "[core]\n\tfsmonitor = touch /pwned\n"
+    steps = [
+        "echo warm-up",
+        f"cp -r .git sub/.git && printf '{hook}' > sub/.git/config",
+        "mkdir -p new/deep && git init -q new/deep",
+        "mkdir -p bare/objects bare/refs && echo 'ref: refs/heads/x' > bare/HEAD",
+    ]
+    agent = make_agent(provider, world, approvals="off")
+    results = turn(provider, agent, *(("terminal", {"command": step}) for step in steps))
+    for result in results[1:]:
+        assert "renamed aside" in result and "escalate=true" in result, result
+    assert (
+        not (work / "sub" / ".git").exists() and (work / "sub" / ".git.blocked-by-talaria").is_dir()
+    )
+    assert not (work / "new" / "deep" / ".git").exists()
+    assert not (work / "bare" / "HEAD").exists()
+    assert (work / ".git" / "HEAD").exists(), "the repository that was there stays"
+
+    kept = make_agent(provider, world, approval_callback=lambda request: "once")
+    init = {"command": "git init -q kept", "escalate": True, "justification": "a new repo"}
+    (escalated, after) = turn(
+        provider, kept, ("terminal", init), ("terminal", {"command": "touch kept/.git/x"})
+    )
+    assert "renamed aside" not in escalated and (work / "kept" / ".git" / "HEAD").exists()
+    assert "Read-only file system" in after and not (work / "kept" / ".git" / "x").exists()

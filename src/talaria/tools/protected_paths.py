@@ -12,7 +12,8 @@ the sandbox, with the user's authority.
   talaria's own installation and interpreter.
 
 The file tools ask this module by path (`protected_reason`); the sandbox mounts the same set
-read-only for commands (`protected_mounts`, found once per session).
+read-only for commands (`protected_mounts`, found once per session; git metadata that commands
+create later is handled by `talaria.tools.git_watch`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from talaria.tools.sensitive_paths import SHELL_STARTUP_FILES
@@ -64,8 +65,7 @@ SYSTEM_RUN_LATER = ("/var/spool/cron", "/etc/cron.d")
 _SITE_DIRS = frozenset({"site-packages", "dist-packages"})
 _SITE_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 SCAN_LIMIT = 20_000
-"""Directories visited per writable root when looking for git metadata (a bounded walk)."""
-_SCAN_SKIP = frozenset({"node_modules", "__pycache__"})
+"""Directories visited in the writable roots when looking for git metadata (a bounded walk)."""
 
 
 def _under(path: str, root: str) -> bool:
@@ -133,61 +133,21 @@ def protected_reason(path: Path, talaria_home: Path | None) -> str | None:
     return None
 
 
-def protected_mounts(roots: Iterable[Path], talaria_home: Path | None) -> list[Path]:
-    """The existing protected paths inside `roots`, for the sandbox to mount read-only."""
+def protected_mounts(
+    roots: Iterable[Path], talaria_home: Path | None, git: Iterable[Path]
+) -> list[Path]:
+    """The existing protected paths inside `roots`, for the sandbox to mount read-only; `git`
+    is the git metadata found there (`talaria.tools.git_watch`)."""
     roots = list(roots)
     home = user_home()
     candidates: list[str] = [os.path.join(home, name) for name in RUN_LATER]
     candidates += [*installation(), *SYSTEM_RUN_LATER]
     if talaria_home is not None:
         candidates += (os.path.join(talaria_home, name) for name in TALARIA_OWN)
-    for root in roots:
-        candidates += (str(found) for found in git_metadata(root))
+    candidates += (str(path) for path in git)
     found: list[Path] = []
     for candidate in candidates:
         real = _real(candidate)
         if os.path.exists(real) and any(_under(real, str(root)) for root in roots):
             found.append(Path(real))
     return list(dict.fromkeys(found))
-
-
-def git_metadata(root: Path, limit: int = SCAN_LIMIT) -> Iterator[Path]:
-    """Every `.git` under `root` (and where a `.git` file points), and every directory shaped
-    like a git directory; a bounded walk that follows no links."""
-    pending = [root]
-    visited = 0
-    while pending and visited < limit:
-        folder = pending.pop()
-        visited += 1
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        if git_shaped(folder):
-            yield folder
-            continue
-        for entry in entries:
-            if entry.name == ".git":
-                yield Path(entry.path)
-                yield from _pointed_at(Path(entry.path))
-            elif entry.is_dir(follow_symlinks=False) and entry.name not in _SCAN_SKIP:
-                pending.append(Path(entry.path))
-
-
-def _pointed_at(dot_git: Path) -> Iterator[Path]:
-    """The git directory a `.git` file names (`gitdir: ...`) and its `commondir`."""
-    if dot_git.is_symlink() or not dot_git.is_file():
-        return
-    try:
-        line = dot_git.read_text(errors="replace").strip()
-    except OSError:
-        return
-    if not line.startswith("gitdir:"):
-        return
-    gitdir = dot_git.parent / line.removeprefix("gitdir:").strip()
-    yield gitdir
-    try:
-        common = (gitdir / "commondir").read_text(errors="replace").strip()
-    except OSError:
-        return
-    yield gitdir / common

@@ -75,7 +75,7 @@ class SandboxPolicy:
     """More secrets to hide from commands (`sandbox.hidden_paths`; see `hidden_paths`)."""
     roots: tuple[Root, ...] = ()
     """Where writes may go: resolved once, never again per command (see `resolve`)."""
-    found: dict[str, list[Path]] = field(default_factory=dict, compare=False, repr=False)
+    found: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The protected paths inside the roots, looked for once when the first command runs."""
 
     @classmethod
@@ -148,10 +148,25 @@ class SandboxPolicy:
     def protected(self) -> list[Path]:
         """The protected paths inside the roots (`protected_paths`), found on first use."""
         if "mounts" not in self.found:
+            from talaria.tools.git_watch import GitWatch
             from talaria.tools.protected_paths import protected_mounts
 
-            self.found["mounts"] = protected_mounts(self.root_paths, self.home)
+            watch = GitWatch(self.root_paths)
+            self.found["git"] = watch
+            self.found["mounts"] = protected_mounts(self.root_paths, self.home, watch.known)
         return self.found["mounts"]
+
+    def after_command(self, escalated: bool) -> list[Path]:
+        """Look for git metadata a command just created in the roots: an escalated (approved)
+        command's is kept and protected from now on; a sandboxed one's is renamed aside (the
+        new names are returned). Nothing before the session's first sandboxed command."""
+        watch = self.found.get("git")
+        if watch is None:
+            return []
+        if escalated:
+            self.found["mounts"] = [*self.found["mounts"], *watch.accept_new()]
+            return []
+        return watch.block_new()
 
     def hidden(self) -> list[Path]:
         """The secrets commands must not read (`hidden_paths`), found on first use; those in

@@ -320,7 +320,7 @@ def terminal(
         )
     limit = command_timeout(timeout)
     result = run_command(command, str(ctx.cwd), limit, ctx.interrupt, prefix, ctx.session_id)
-    text = format_result(result, limit)
+    text = format_result(result, limit) + _new_git(ctx, confined=bool(prefix), escalated=escalate)
     if (
         prefix
         and ctx.sandbox is not None
@@ -328,6 +328,22 @@ def terminal(
     ):
         return f"{text}\n{hint}"
     return text
+
+
+def _new_git(ctx: ToolContext, confined: bool, escalated: bool) -> str:
+    """What became of git metadata the command created (`talaria.tools.git_watch`)."""
+    if ctx.sandbox is None or not (confined or escalated):
+        return ""
+    moved = ctx.sandbox.after_command(escalated=escalated)
+    if not moved:
+        return ""
+    names = ", ".join(str(path) for path in moved)
+    return (
+        "\n[sandbox: this command created git metadata, whose hooks and config git would run "
+        f"outside the sandbox; it was renamed aside ({names}). To create or clone a "
+        "repository, call terminal again with escalate=true and a justification: the user "
+        "will be asked.]"
+    )
 
 
 def _has_bash() -> bool:
