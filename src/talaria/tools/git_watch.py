@@ -20,7 +20,22 @@ from pathlib import Path
 from talaria.tools.protected_paths import SCAN_LIMIT, git_shaped
 
 BLOCKED = ".blocked-by-talaria"
-_SKIP = frozenset({"node_modules", "__pycache__"})
+_SKIP = frozenset(
+    {
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        "site-packages",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+    }
+)
+"""Dependency trees and caches: thousands of directories nobody runs git in, skipped so that
+the look after each command stays a few `stat` calls."""
 
 
 def _state(path: str) -> tuple[int, int] | None:
