@@ -11,6 +11,7 @@ client of engine events: it never makes loop decisions.
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import queue
 import sys
@@ -137,6 +138,11 @@ class Chat:
         self._busy = threading.Event()
         self._waiting = 0
         self._waiting_lock = threading.Lock()
+        self._queued: list[tuple[int, str]] = []
+        """Messages waiting for the running turn to end, in order (key, text)."""
+        self._dropped = 0
+        """Waiting jobs of messages `/queue clear` took back (they run as nothing)."""
+        self._keys = itertools.count(1)
         self._quitting = False
         self._ctrl_c_armed = False
         self._titles: list[tuple[str, str]] = []
@@ -357,8 +363,13 @@ class Chat:
     def _enqueue(self, job: Job) -> None:
         with self._waiting_lock:
             self._waiting += 1
-            self.renderer.queued = self._waiting if self._busy.is_set() else 0
+            self._show_waiting()
         self._jobs.put((job, True))
+
+    def _show_waiting(self) -> None:
+        """The spinner's count of what waits (call with the waiting lock held)."""
+        waiting = self._waiting - self._dropped
+        self.renderer.queued = waiting if self._busy.is_set() else 0
 
     def _drain(self) -> None:
         while True:
@@ -378,7 +389,7 @@ class Chat:
                 continue
             with self._waiting_lock:
                 self._waiting -= 1
-                self.renderer.queued = self._waiting
+                self._show_waiting()
             self._busy.set()
             try:
                 self._safely(job)
@@ -541,7 +552,45 @@ class Chat:
         return (before, len(self.agent.messages)) if changed else None
 
     def submit(self, text: str) -> None:
-        self._enqueue(lambda: self._turn(text))
+        with self._waiting_lock:
+            entry = (next(self._keys), text)
+            self._queued.append(entry)
+        self._enqueue(lambda: self._queued_turn(entry))
+
+    def _queued_turn(self, entry: tuple[int, str]) -> None:
+        with self._waiting_lock:
+            if entry not in self._queued:  # taken back by /queue clear
+                self._dropped -= 1
+                self._show_waiting()
+                return
+            self._queued.remove(entry)
+        self._turn(entry[1])
+
+    def queued_messages(self) -> list[str]:
+        with self._waiting_lock:
+            return [text for _, text in self._queued]
+
+    def clear_queue(self) -> int:
+        with self._waiting_lock:
+            count = len(self._queued)
+            self._queued.clear()
+            self._dropped += count
+            self._show_waiting()
+        self._invalidate()
+        return count
+
+    def steer(self, text: str) -> bool:
+        """Steer the running turn; False when none runs (or it just ended)."""
+        from talaria.loop.steering import TurnMismatch
+
+        running = self.agent.running_turn
+        if running is None:
+            return False
+        try:
+            self.agent.steer(text, turn_id=running)
+        except TurnMismatch:
+            return False
+        return True
 
     def interrupt(self, reason: str | None) -> None:
         self.broker.cancel()

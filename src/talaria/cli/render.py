@@ -275,7 +275,11 @@ class Renderer:
             ev.StepFinished: lambda _e: self.flush(),
             ev.Notice: self._on_notice,
             ev.TurnFinished: self._on_turn_finished,
+            ev.SteerAccepted: self._on_steer_accepted,
+            ev.SteerDelivered: self._on_steer_delivered,
+            ev.QueuedMessageStarted: self._on_queued_started,
         }
+        self._steers: dict[str, str] = {}
 
     # ---- output helpers ---------------------------------------------------------------
 
@@ -515,6 +519,21 @@ class Renderer:
         self.flush()
         styles = {"warning": "yellow", "error": "red"}
         self.note(f"· {event.message}", styles.get(event.level, "dim"))
+
+    def _on_steer_accepted(self, event: ev.SteerAccepted) -> None:
+        self._steers[event.steer_id] = event.text
+
+    def _on_steer_delivered(self, event: ev.SteerDelivered) -> None:
+        self.flush()
+        for steer_id in event.steer_ids:
+            text = " ".join(self._steers.pop(steer_id, "").split())
+            self.note(f"· steer delivered to the model: {text}", "cyan")
+
+    def _on_queued_started(self, event: ev.QueuedMessageStarted) -> None:
+        """A message the engine queued (a steer that came too late) starts its turn."""
+        self.flush()
+        self.echo_user(event.text)
+        self._view = _TurnView(state="thinking", since=self.clock())
 
     def _on_turn_finished(self, event: ev.TurnFinished) -> None:
         self.flush()

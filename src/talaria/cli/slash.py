@@ -70,6 +70,16 @@ class CommandHost(Protocol):
     def submit(self, text: str) -> None:
         """Queue `text` as the next user message."""
 
+    def queued_messages(self) -> list[str]:
+        """The messages waiting for the running turn to end, in order."""
+
+    def clear_queue(self) -> int:
+        """Take back the waiting messages; how many there were."""
+
+    def steer(self, text: str) -> bool:
+        """Add `text` to the running turn (its next model call reads it); False when no
+        turn runs."""
+
     def interrupt(self, reason: str) -> None: ...
 
     def toggle_reasoning(self) -> bool: ...
@@ -282,6 +292,34 @@ def _stop(host: CommandHost, arg: str) -> None:
         host.renderer.note("· nothing is running")
 
 
+def _queue(host: CommandHost, arg: str) -> None:
+    if arg.strip() == "clear":
+        count = host.clear_queue()
+        host.renderer.note(
+            f"· took back {count} queued message(s)" if count else "· nothing is queued"
+        )
+        return
+    if arg.strip():
+        host.renderer.note("· usage: /queue (list the waiting messages) or /queue clear", "yellow")
+        return
+    waiting = host.queued_messages()
+    if not waiting:
+        host.renderer.note("· nothing is queued (Enter while the agent works queues a message)")
+    for number, text in enumerate(waiting, 1):
+        host.renderer.note(f"· queued {number}: {' '.join(text.split())}")
+
+
+def _steer(host: CommandHost, arg: str) -> None:
+    text = arg.strip()
+    if not text:
+        host.renderer.note("· usage: /steer <text> (the running turn's next model call reads it)")
+    elif host.steer(text):
+        host.renderer.note(f"· steering: {' '.join(text.split())}")
+    else:
+        host.renderer.note("· no turn is running: sent as a message")
+        host.submit(text)
+
+
 def _rewind(host: CommandHost, done: str, nothing: str) -> str | None:
     """Continue from before the last user message; that message's text, or None."""
     last = split_last_exchange(host.history())
@@ -367,6 +405,12 @@ def build_registry() -> SlashRegistry:
         SlashCommand("tools", "list the enabled tools", _tools),
         SlashCommand("yolo", "toggle asking before dangerous commands", _yolo, immediate=True),
         SlashCommand("stop", "interrupt the running turn", _stop, immediate=True),
+        SlashCommand(
+            "steer", "tell the running turn something now", _steer, "<text>", immediate=True
+        ),
+        SlashCommand(
+            "queue", "list or clear the waiting messages", _queue, "[clear]", immediate=True
+        ),
         SlashCommand("retry", "send the last message again", _retry),
         SlashCommand("undo", "drop the last exchange", _undo),
         SlashCommand("reasoning", "show or hide the model's reasoning", _reasoning, immediate=True),
