@@ -74,6 +74,11 @@ class DurableTurn:
     async def interrupt(self, message: str | None = None) -> None:
         await self.handle.signal(TurnWorkflow.interrupt, message)
 
+    async def steer(self, text: str) -> None:
+        """Tell the running turn something now: the model reads it with its next call, after
+        the current tool results (`SteerAccepted`, then `SteerDelivered` events)."""
+        await self.handle.signal(TurnWorkflow.steer, text)
+
     async def result(self) -> dict[str, Any]:
         from temporalio.client import WorkflowFailureError
 

@@ -49,8 +49,10 @@ with workflow.unsafe.imports_passed_through():
         tool_stubs,
     )
     from talaria.durable.turn_span import turn_record
+    from talaria.events import Notice, SteerAccepted
     from talaria.loop.runtime import Runtime
     from talaria.loop.spending import ACTIVE_METER, Budgets, SpendMeter
+    from talaria.loop.steering import SteeringInbox
     from talaria.loop.turn import busy_result, result_dict, run_turn
     from talaria.plugins.hooks import HookBus
     from talaria.providers.resilience.caller import CallerSettings, ModelCaller
@@ -71,6 +73,8 @@ class TurnWorkflow:
         self.log = EventLog()
         self.stop = WorkflowInterrupt()
         self.requests = PendingRequests(self.log, timeout=300.0)
+        self.steering = SteeringInbox()
+        self.steering.begin("")  # steers sent before the turn opens wait for its first step
 
     @workflow.run
     async def run(self, turn: TurnInput) -> dict[str, Any]:
@@ -111,6 +115,8 @@ class TurnWorkflow:
             self.log,
         )
         runtime = self._runtime(setup, config, scope)
+        runtime.steering = self.steering
+        self.steering.begin(setup.task_id)
         runtime.context_engine = durable_engine(config, runtime, scope)
         opened_as, active = session.id, runtime.caller.chain.active  # what the span names
         metering = ACTIVE_METER.set(session_meter)
@@ -122,6 +128,14 @@ class TurnWorkflow:
             ) from exc
         finally:
             ACTIVE_METER.reset(metering)
+        for late in self.steering.end():
+            self.log(
+                Notice(
+                    "warning",
+                    f"a steer came after the turn's last model call and "
+                    f"was not delivered; send it as the next turn: {late.text}",
+                )
+            )
         finish = FinishInput(
             session.id, dict(state.usage.to_dict()), state.model, state.provider, state.api_mode,
             unsaved=session.take(), writer=setup.writer,
@@ -170,6 +184,14 @@ class TurnWorkflow:
     def interrupt(self, message: str | None = None) -> None:
         """Stop the turn cleanly (the running activity is cancelled)."""
         self.stop.set(message)
+
+    @workflow.signal
+    def steer(self, text: str) -> None:
+        """A note for the turn's next model call, after the current tool results. A signal
+        is in the workflow's history, so a worker that dies with a steer pending is replaced
+        and the note is delivered once."""
+        note, _ = self.steering.steer(text, note_id=f"msg_{workflow.uuid4().hex[:12]}")
+        self.log(SteerAccepted(note.id, text, self.steering.running_turn or ""))
 
     @workflow.signal
     def stream(self, events: list[dict[str, Any]]) -> None:

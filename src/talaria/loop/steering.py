@@ -88,16 +88,18 @@ class SteeringInbox:
         with self._lock:
             self._turn = turn_id
 
-    def steer(self, text: str, turn_id: str | None = None) -> tuple[UserNote, bool]:
+    def steer(
+        self, text: str, turn_id: str | None = None, *, note_id: str | None = None
+    ) -> tuple[UserNote, bool]:
         """Add a steer to the running turn: (note, True); with no turn running it is queued
-        instead: (note, False). TurnMismatch when `turn_id` names another turn."""
+        instead: (note, False). TurnMismatch when `turn_id` names another turn. `note_id`:
+        an id chosen by the caller (a workflow's, the same on every replay)."""
         with self._lock:
             self.check_turn(turn_id)
+            note = UserNote(note_id or new_note_id(), text, from_steer=True)
             if self._turn is None:
-                note = UserNote(new_note_id(), text, from_steer=True)
                 self._queue.append(note)
                 return note, False
-            note = UserNote(new_note_id(), text, from_steer=True)
             self._steers.append(note)
             return note, True
 
