@@ -151,6 +151,10 @@ def test_stream_json_input_needs_stream_json_output_and_a_message(talaria: Any) 
         _, err = wrong.communicate(user("hi"), timeout=60)
         assert wrong.returncode == 2 and b"needs --output-format stream-json" in err
 
+        durable = talaria(server, "--temporal", "127.0.0.1:9")
+        _, err = durable.communicate(user("hi"), timeout=60)
+        assert durable.returncode == 2 and b"does not run with --temporal" in err
+
         empty = talaria(server)
         out, err = empty.communicate(b"\n", timeout=60)
         assert empty.returncode == 2 and b"no user message on stdin" in err

@@ -281,6 +281,10 @@ def _since(text: str) -> float | None:
 def _run_chat(args: argparse.Namespace) -> int:
     if args.query is None and not sys.stdin.isatty():
         args.query = ""  # `echo question | talaria`: the piped text is the prompt
+    if args.input_format == "stream-json" and (args.temporal or args.query is None):
+        where = "with --temporal" if args.temporal else "without -p"
+        print(f"talaria: --input-format stream-json does not run {where}", file=sys.stderr)
+        return EXIT_AGENT_FAILURE
     if args.temporal:
         from talaria.cli.durable_cmd import run_durable_chat
 
