@@ -22,11 +22,13 @@ WAIT_FOR_GO = "touch started; while [ ! -e go ]; do sleep 0.05; done; echo relea
 """A command that says it runs (`started`) and runs until the test creates `go`."""
 
 
-def wait_for_file(path: Path) -> None:
+def wait_for_file(terminal: Any, path: Path) -> None:
+    """Wait for `path`, reading the screen meanwhile (the chat's cursor position requests
+    are answered while reading: unanswered, prompt_toolkit prints a warning)."""
     deadline = time.monotonic() + 60
     while not path.exists():
         assert time.monotonic() < deadline, f"{path.name} never appeared"
-        time.sleep(0.05)
+        terminal._read(0.05)
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +50,7 @@ def test_typing_during_a_tool_queues_lists_clears_and_steers(
     provider.add(call("terminal", {"command": WAIT_FOR_GO}), text("First done."), text("Four."))
     terminal = chat("--yolo", toolsets="terminal")
     terminal.send("one")
-    wait_for_file(tmp_path / "started")
+    wait_for_file(terminal, tmp_path / "started")
 
     terminal.send("two")
     terminal.expect("queued: two")
