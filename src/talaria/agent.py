@@ -31,6 +31,7 @@ from talaria.tools.base import Tool
 from talaria.turn_stream import TurnEvents
 
 if TYPE_CHECKING:
+    from talaria.checkpoints import RewindReport, SessionCheckpoints, TurnSummary
     from talaria.loop.runtime import Runtime
     from talaria.store.base import SessionStore
 
@@ -130,6 +131,7 @@ class Agent:
         self._turn_lock = threading.Lock()
         self._runtime: Runtime | None = None
         self._session: SessionHandle | None = None
+        self._checkpoints: tuple[str, SessionCheckpoints] | None = None
         self.approvals = ApprovalState(
             mode=str(self.config.approvals.mode),
             allowlist=set(self.config.command_allowlist),
@@ -256,12 +258,15 @@ class Agent:
         except SessionBusy as busy:
             return busy_result(busy, session, task)
         self._steering.begin_turn(task)
+        checkpoints = await self._checkpoint(runtime, session, "begin_turn", content)
         try:
             agent_services(runtime).session_id = session.id
             state = await run_turn(runtime, session, content, task)
         finally:
             self._steering.end_turn()
             kill_owned(session.id, background=False)  # nothing of the turn outlives it
+            if checkpoints:
+                await self._checkpoint(runtime, session, "end_turn", content)
             await _release_quietly(session)
         self._record_turn(session, state)
         return result_dict(state, session, self._interrupt.message)
@@ -413,21 +418,101 @@ class Agent:
             raise ValueError("compression is turned off (compression.enabled: false)")
         return bool(self._run_sync(runtime.context_engine.compress(runtime, session, None, focus)))
 
-    def rewind(self, keep: int) -> None:
+    def truncate(self, keep: int) -> None:
         """Keep only the first `keep` messages of the current session, in memory and in the
         store (undo, retry): a resumed session does not bring the dropped exchange back."""
+        self._run_sync(self._truncate(keep, None))
+
+    async def _truncate(self, keep: int, seq: int | None) -> None:
+        """Keep the first `keep` messages of the history, or (with `seq`) those the store
+        numbers below `seq`."""
         session = self._session
         if session is None:
             ref = self._session_ref
             if ref and self.store.get_session(ref) is not None:
-                self.store.truncate_messages(ref, keep)
+                self.store.truncate_messages(ref, keep if seq is None else seq)
             return
-        self._run_sync(session.flush())
+        await session.flush()
         first_seq = max(0, session.next_seq - len(session.history))
+        if seq is not None:
+            if seq < first_seq:
+                raise ValueError("that turn's messages were compressed into a summary")
+            keep = seq - first_seq
         if session.store is not None:
             session.store.truncate_messages(session.id, first_seq + keep)
         session.history = session.history[:keep]
         session.next_seq = first_seq + len(session.history)
+
+    def rewind(self, turn: int, *, files: bool = True, conversation: bool = True) -> RewindReport:
+        """Go back to before turn `turn` (an id from `checkpoints()`): its files as they were
+        then (what the agent changed since; the user's own later edits stay), the conversation
+        as it was then, or both. The files as they are now are checkpointed first, so a
+        rewind of the files can be undone (`RewindReport.undo`)."""
+        return self._run_sync(self.arewind(turn, files=files, conversation=conversation))
+
+    async def arewind(
+        self, turn: int, *, files: bool = True, conversation: bool = True
+    ) -> RewindReport:
+        if not self._turn_lock.acquire(blocking=False):
+            raise RuntimeError("this agent is running a turn; interrupt() it before a rewind")
+        try:
+            checkpoints = await self._session_checkpoints()
+            target = checkpoints.journal.get(turn)
+            report = await asyncio.to_thread(
+                checkpoints.rewind, turn, files=files, conversation=conversation
+            )
+            if conversation:
+                await self._truncate(0, target.seq)
+            return report
+        finally:
+            self._turn_lock.release()
+
+    def checkpoints(self) -> list[TurnSummary]:
+        """The session's checkpoints, oldest first: each turn (and each rewind) with the
+        files the agent changed in it."""
+        return self._run_sync(self._listed(lambda c: c.turns()))
+
+    def diff(self, since: int | None = None) -> str:
+        """What the agent changed in this session's files (since turn `since`), as a
+        unified diff."""
+        return self._run_sync(self._listed(lambda c: c.diff(since)))
+
+    async def _listed(self, read: Callable[[SessionCheckpoints], T]) -> T:
+        checkpoints = await self._session_checkpoints()
+        return await asyncio.to_thread(read, checkpoints)
+
+    async def _session_checkpoints(self) -> SessionCheckpoints:
+        """The current session's checkpoints (the stored session's, before its first turn)."""
+        runtime = self._ensure_runtime()
+        if self._session is None and self._session_ref is None:
+            raise ValueError("no session yet: nothing to rewind")
+        session_id = self._session.id if self._session else str(self._session_ref)
+        if self._checkpoints is None or self._checkpoints[0] != session_id:
+            from talaria.assembly import open_checkpoints
+
+            opened = await asyncio.to_thread(open_checkpoints, self, runtime, session_id)
+            self._checkpoints = (session_id, opened)
+        return self._checkpoints[1]
+
+    async def _checkpoint(
+        self, runtime: Runtime, session: SessionHandle, step: str, content: Content
+    ) -> bool:
+        """Snapshot the writable roots as a turn begins or ends; a failure is a warning (the
+        turn runs without a restore point), never the turn's end."""
+        from talaria.checkpoints import CheckpointError
+        from talaria.events import Notice
+
+        try:
+            checkpoints = await self._session_checkpoints()
+            if step == "begin_turn":
+                seq = session.next_seq + session.unsaved
+                await asyncio.to_thread(checkpoints.begin_turn, seq, _prompt_text(content))
+            else:
+                await asyncio.to_thread(checkpoints.end_turn)
+            return True
+        except (CheckpointError, OSError, ValueError) as exc:
+            runtime.emit(Notice("warning", f"no checkpoint of the files this turn: {exc}"))
+            return False
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run on the process's shared background loop (`talaria.background`): connections
@@ -643,6 +728,12 @@ def _checked_content(message: object) -> Content:
     if problem:
         raise ValueError(f"user_message: {problem}")
     return cast(Content, message)
+
+
+def _prompt_text(content: Content) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
 
 
 def _loop_running() -> bool:

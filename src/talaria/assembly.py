@@ -27,6 +27,7 @@ from talaria.tools.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
     from talaria.callbacks import CallbackSink
+    from talaria.checkpoints import SessionCheckpoints
     from talaria.interaction import Interactions
     from talaria.plugins.hooks import HookBus
     from talaria.policy.approval import ApprovalState
@@ -294,6 +295,32 @@ def open_session(
             raise
         return _resumed(info, store, runtime, system_message, agent.spec.cwd)
     return SessionHandle(new_id, store, prompt)
+
+
+def open_checkpoints(agent: Agent, runtime: Runtime, session_id: str) -> SessionCheckpoints:
+    """The session's checkpoints of the roots its commands may write (the working directory
+    where the sandbox confines nothing); old sessions' checkpoints are pruned first. A
+    delegate's changes are in its parent's turn, so a child records none of its own."""
+    from talaria.checkpoints import SessionCheckpoints, prune, session_dir
+
+    spec = agent.spec
+    settings = spec.config.checkpoints
+    home = spec.home
+    enabled = bool(settings.enabled) and spec.depth == 0
+    if enabled:
+        prune(
+            home,
+            max_age_days=float(settings.max_age_days),
+            max_total_mb=float(settings.max_total_mb),
+            keep=session_id,
+        )
+    roots = runtime.sandbox.root_paths if runtime.sandbox is not None else []
+    return SessionCheckpoints(
+        session_dir(home, session_id),
+        roots or [spec.cwd],
+        enabled=enabled,
+        max_file_bytes=int(settings.max_file_bytes),
+    )
 
 
 def _resumed(

@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "context": SERVICES,
     "agent_tools": SERVICES,
     "mcp": SERVICES,  # the MCP client: servers' tools for an agent
+    "checkpoints": SERVICES,  # snapshots of the writable roots per turn; rewind
     # The loop, and the agent that assembles and runs it.
     "loop": ENGINE,
     "spec": ENGINE,

@@ -87,7 +87,7 @@ class Host:
     def history(self) -> list[dict[str, Any]]:
         return self.agent.messages
 
-    def rewind(self, keep: int) -> None:
+    def truncate(self, keep: int) -> None:
         self.rewound.append(keep)
         del self.agent.messages[keep:]
 

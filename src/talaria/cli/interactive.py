@@ -482,8 +482,8 @@ class Chat:
             return self.agent.store.load_messages(session_id)
         return []
 
-    def rewind(self, keep: int) -> None:
-        self.agent.rewind(keep)
+    def truncate(self, keep: int) -> None:
+        self.agent.truncate(keep)
 
     def switch_session(self, session_id: str | None) -> None:
         self.agent.new_session()

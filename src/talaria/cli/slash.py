@@ -45,7 +45,7 @@ class CommandHost(Protocol):
 
     def history(self) -> list[Message]: ...
 
-    def rewind(self, keep: int) -> None:
+    def truncate(self, keep: int) -> None:
         """Keep only the first `keep` messages of the session, in memory and in the store."""
 
     def switch_session(self, session_id: str | None) -> None:
@@ -327,7 +327,7 @@ def _rewind(host: CommandHost, done: str, nothing: str) -> str | None:
         host.renderer.note(f"· nothing to {nothing}")
         return None
     keep, text = last
-    host.rewind(keep)
+    host.truncate(keep)
     host.renderer.note(f"· {done}: {text}")
     return text
 

@@ -1,0 +1,248 @@
+"""Checkpoints of one session: a snapshot of every writable root per turn, rewind, and diff.
+
+What the agent changed is what changed *during* its turns (and rewinds): a change made
+between two turns is the user's. A rewind to turn N restores only paths the agent changed
+since N, and of those only the ones still as the agent left them (the user's later edits
+stay, and are reported). Files over the size cap and ignored folders are in no snapshot, so a
+restore never deletes or rewrites them; it says which paths it left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from talaria.checkpoints import restore
+from talaria.checkpoints.journal import Checkpoint, Journal
+from talaria.checkpoints.shadow import CheckpointError, Entry, ShadowRepo
+from talaria.values import frozen
+
+
+@frozen(slots=True)
+class TurnSummary:
+    """One checkpoint as a front end lists it."""
+
+    id: int
+    kind: str
+    label: str
+    at: float
+    changed: tuple[str, ...]
+    """Paths the agent changed during it."""
+    dropped: bool
+
+
+@frozen(slots=True)
+class RewindReport:
+    """What a rewind did, and what it left as it was."""
+
+    turn: int
+    restored: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    """Paths the user changed by hand since the agent's last checkpoint of them: left alone."""
+    left_alone: tuple[str, ...] = ()
+    """Paths in no snapshot (over the size cap, ignored) or unsafe to write: left alone."""
+    conversation: bool = False
+    undo: int | None = None
+    """The checkpoint to rewind to for undoing this (the files as they were before it)."""
+
+    def summary(self) -> str:
+        lines = [f"rewound to before turn {self.turn}"]
+        if self.conversation:
+            lines.append("· the conversation continues from before that turn")
+        lines.append(f"· {len(self.restored)} file(s) restored")
+        lines += [f"  {path}" for path in self.restored]
+        if self.kept:
+            lines.append(f"· {len(self.kept)} file(s) you edited since are kept as you left them")
+            lines += [f"  {path}" for path in self.kept]
+        if self.left_alone:
+            lines.append(
+                f"· {len(self.left_alone)} file(s) left alone (over the size cap, ignored, "
+                "or outside the workspace now)"
+            )
+            lines += [f"  {path}" for path in self.left_alone]
+        if self.undo is not None:
+            lines.append(f"· to undo this, rewind the files to checkpoint {self.undo}")
+        return "\n".join(lines)
+
+
+class SessionCheckpoints:
+    """The checkpoints of one session, kept in `directory` (see `storage.session_dir`)."""
+
+    def __init__(
+        self, directory: Path, roots: Sequence[Path], *, enabled: bool, max_file_bytes: int
+    ) -> None:
+        self.directory = directory
+        self.roots = [Path(os.path.realpath(root)) for root in roots]
+        self.enabled = enabled
+        self.max_file_bytes = max_file_bytes
+        self.journal = Journal(directory / "journal.json")
+        self._current: Checkpoint | None = None
+
+    # ---- recording ----------------------------------------------------------------------
+
+    def begin_turn(self, seq: int, prompt: str) -> Checkpoint:
+        """Snapshot the roots as the turn starts (the user's changes since the last turn are in
+        this snapshot, not in the turn's changes)."""
+        trees, over = self._snapshot_all()
+        entry = self.journal.add("turn", _one_line(prompt), seq, trees)
+        entry.over_cap = over
+        self.journal.save()
+        self._current = entry
+        return entry
+
+    def end_turn(self) -> None:
+        entry, self._current = self._current, None
+        if entry is None:
+            return
+        entry.end, _ = self._snapshot_all()
+        self.journal.save()
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def turns(self) -> list[TurnSummary]:
+        out = []
+        for entry in self.journal.entries:
+            end = self.journal.end_of(entry) or {}
+            changed: list[str] = []
+            for root, start in entry.start.items():
+                if root in end:
+                    repo = self._repo(Path(root))
+                    changed += [self._shown(root, p) for p in repo.changes(start, end[root])]
+            out.append(
+                TurnSummary(
+                    entry.id, entry.kind, entry.label, entry.at, tuple(changed), entry.dropped
+                )
+            )
+        return out
+
+    def diff(self, since: int | None = None) -> str:
+        """What the agent changed since checkpoint `since` (the whole session: None), as a
+        unified diff from then to now."""
+        entries = self.journal.entries
+        if not entries:
+            return ""
+        first = self.journal.get(since) if since is not None else entries[0]
+        now, _ = self._snapshot_all()
+        parts = []
+        for root, start in first.start.items():
+            if root not in now:
+                continue
+            touched = self._touched(root, first.id)
+            prefix = self._shown(root, "")
+            repo = self._repo(Path(root))
+            parts.append(repo.patch(start, now[root], sorted(touched), prefix))
+        return "".join(parts)
+
+    # ---- rewinding ----------------------------------------------------------------------
+
+    def rewind(self, turn: int, *, files: bool, conversation: bool) -> RewindReport:
+        """Restore the files to what they were when `turn` began (after snapshotting them as
+        they are now, so this can be undone); `conversation` only marks the later turns'
+        messages as dropped (the caller truncates the history)."""
+        target = self.journal.get(turn)
+        if conversation and (target.kind != "turn" or target.dropped):
+            raise ValueError(
+                f"checkpoint {turn} has no conversation to go back to"
+                + (" (its messages were already rewound away)" if target.dropped else "")
+            )
+        report = RewindReport(turn, conversation=conversation)
+        if files:
+            if not self.enabled:
+                raise ValueError("file checkpoints are turned off (checkpoints.enabled: false)")
+            report = self._restore(target, conversation)
+        if conversation:
+            for entry in self.journal.since(turn):
+                entry.dropped = entry.kind == "turn" or entry.dropped
+            self.journal.save()
+        return report
+
+    def _restore(self, target: Checkpoint, conversation: bool) -> RewindReport:
+        later_ids = [entry.id for entry in self.journal.since(target.id)]
+        now, _ = self._snapshot_all()
+        undo = self.journal.add("rewind", f"before rewind to turn {target.id}", -1, now)
+        restored: list[str] = []
+        kept: list[str] = []
+        left: list[str] = []
+        for root, start in target.start.items():
+            if root not in now:
+                continue
+            repo = self._repo(Path(root))
+            last = self._touched(root, target.id, upto=later_ids)
+            over = set((target.over_cap or {}).get(root, ()))
+            writes: dict[str, Entry] = {}
+            for path, (was, current) in repo.changes(start, now[root]).items():
+                if path not in last:
+                    continue  # changed by the user, not the agent
+                shown = self._shown(root, path)
+                if current != last[path]:
+                    kept.append(shown)
+                elif path in over or (current is None and os.path.lexists(Path(root) / path)):
+                    left.append(shown)
+                elif was is None:
+                    (restored if restore.remove(Path(root), path) else left).append(shown)
+                else:
+                    writes[path] = was
+            contents = repo.blobs(entry.blob for entry in writes.values())
+            for path, entry in writes.items():
+                done = restore.write(Path(root), path, entry, contents[entry.blob])
+                (restored if done else left).append(self._shown(root, path))
+        undo.end, _ = self._snapshot_all()
+        self.journal.save()
+        return RewindReport(
+            target.id,
+            tuple(sorted(restored)),
+            tuple(sorted(kept)),
+            tuple(sorted(left)),
+            conversation,
+            undo.id,
+        )
+
+    def _touched(
+        self, root: str, since: int, upto: Sequence[int] | None = None
+    ) -> dict[str, Entry | None]:
+        """Each path the agent changed in checkpoint `since` or later -> the entry it left
+        (the agent's last checkpoint of that path)."""
+        repo = self._repo(Path(root))
+        last: dict[str, Entry | None] = {}
+        for entry in self.journal.since(since):
+            if upto is not None and entry.id not in upto:
+                continue
+            end = self.journal.end_of(entry)
+            if end is None or root not in end or root not in entry.start:
+                continue
+            for path, (_, new) in repo.changes(entry.start[root], end[root]).items():
+                last[path] = new
+        return last
+
+    # ---- parts --------------------------------------------------------------------------
+
+    def _snapshot_all(self) -> tuple[dict[str, str], dict[str, list[str]]]:
+        trees: dict[str, str] = {}
+        over: dict[str, list[str]] = {}
+        if not self.enabled:
+            return trees, over
+        for root in self.roots:
+            if not root.is_dir():
+                continue
+            shot = self._repo(root).snapshot(self.max_file_bytes)
+            trees[str(root)] = shot.tree
+            if shot.over_cap:
+                over[str(root)] = list(shot.over_cap)
+        return trees, over
+
+    def _repo(self, root: Path) -> ShadowRepo:
+        key = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
+        return ShadowRepo(root, self.directory / "roots" / key)
+
+    def _shown(self, root: str, path: str) -> str:
+        return path if self.roots and root == str(self.roots[0]) else str(Path(root) / path)
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+__all__ = ["CheckpointError", "RewindReport", "SessionCheckpoints", "TurnSummary"]
