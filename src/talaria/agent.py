@@ -470,16 +470,28 @@ class Agent:
     def checkpoints(self) -> list[TurnSummary]:
         """The session's checkpoints, oldest first: each turn (and each rewind) with the
         files the agent changed in it."""
-        return self._run_sync(self._listed(lambda c: c.turns()))
+        return self._run_sync(self.acheckpoints())
+
+    async def acheckpoints(self) -> list[TurnSummary]:
+        checkpoints = await self._session_checkpoints()
+        return await asyncio.to_thread(checkpoints.turns)
 
     def diff(self, since: int | None = None) -> str:
         """What the agent changed in this session's files (since turn `since`), as a
         unified diff."""
-        return self._run_sync(self._listed(lambda c: c.diff(since)))
+        return self._run_sync(self.adiff(since))
 
-    async def _listed(self, read: Callable[[SessionCheckpoints], T]) -> T:
+    async def adiff(self, since: int | None = None) -> str:
         checkpoints = await self._session_checkpoints()
-        return await asyncio.to_thread(read, checkpoints)
+        return await asyncio.to_thread(checkpoints.diff, since)
+
+    def forget_checkpoints(self) -> None:
+        """Delete the current session's checkpoints (when the session is deleted)."""
+        from talaria.checkpoints import remove_session
+
+        if self.session_id:
+            remove_session(self.home, self.session_id)
+        self._checkpoints = None
 
     async def _session_checkpoints(self) -> SessionCheckpoints:
         """The current session's checkpoints (the stored session's, before its first turn)."""

@@ -297,16 +297,24 @@ def open_session(
     return SessionHandle(new_id, store, prompt)
 
 
+_READ_ONLY_TOOLSETS = frozenset({"clarify", "todo", "memory", "session_search"})
+"""Toolsets whose tools change no file in the workspace."""
+
+
 def open_checkpoints(agent: Agent, runtime: Runtime, session_id: str) -> SessionCheckpoints:
     """The session's checkpoints of the roots its commands may write (the working directory
     where the sandbox confines nothing); old sessions' checkpoints are pruned first. A
-    delegate's changes are in its parent's turn, so a child records none of its own."""
-    from talaria.checkpoints import SessionCheckpoints, prune, session_dir
+    delegate's changes are in its parent's turn, so a child records none of its own; an agent
+    whose tools cannot write files records none either."""
+    from talaria.checkpoints import SessionCheckpoints, checkpoints_root, prune, session_dir
 
     spec = agent.spec
     settings = spec.config.checkpoints
     home = spec.home
-    enabled = bool(settings.enabled) and spec.depth == 0
+    may_write = runtime.tool_source is not None or any(
+        tool.toolset not in _READ_ONLY_TOOLSETS for tool in runtime.tools.values()
+    )
+    enabled = bool(settings.enabled) and spec.depth == 0 and may_write
     if enabled:
         prune(
             home,
@@ -320,6 +328,7 @@ def open_checkpoints(agent: Agent, runtime: Runtime, session_id: str) -> Session
         roots or [spec.cwd],
         enabled=enabled,
         max_file_bytes=int(settings.max_file_bytes),
+        exclude=[home, checkpoints_root(home)],
     )
 
 

@@ -56,6 +56,7 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
         "run_all",
         "transport",
         "idle_agents",
+        "checkpoints",
     ],
 )
 def test_every_bench_module_imports_without_side_effects(name: str) -> None:
@@ -268,3 +269,8 @@ def test_idle_agents_bench_reports_the_cost_of_an_idle_agent(mode: str) -> None:
     assert figures["event_loops_alive"] <= 2, "no event loop per agent"
     assert figures["threads_idle"] < 4 + 20, "no thread per agent"
     assert isinstance(figures["rss_per_idle_agent_kb"], float)
+
+
+def test_checkpoints_bench_snapshots_and_rewinds_the_changed_files() -> None:
+    figures = bench("checkpoints").measure(files=300, changed=5, runs=2)
+    assert set(figures) == {"first snapshot", "turn snapshot", "turn snapshot cpu", "rewind"}

@@ -109,10 +109,16 @@ def test_sessions_rename_and_delete(home, capsys):
     assert code == 0 and "second" in out
     code, out, err = run(capsys, "sessions", "rename", "second", "files", "--home", str(home))
     assert code == 2 and "files" in err
+    with SQLiteSessionStore(home / "state.db") as store:
+        deleted, kept = (s.id for s in store.list_sessions())  # newest first
+    for session in (deleted, kept):
+        (home / "checkpoints" / session).mkdir(parents=True)
     code, out, _ = run(capsys, "sessions", "delete", "second", "--home", str(home))
     assert code == 0
     with SQLiteSessionStore(home / "state.db") as store:
-        assert [s.id for s in store.list_sessions()] == ["20250101_120000_aaaaaa"]
+        assert [s.id for s in store.list_sessions()] == ["20250101_120000_aaaaaa"] == [kept]
+    assert not (home / "checkpoints" / deleted).exists(), "its checkpoints go with it"
+    assert (home / "checkpoints" / kept).exists()
 
 
 def test_sessions_errors_are_one_line_and_exit_2(home, capsys):

@@ -604,7 +604,7 @@ def test_completion_offers_commands_then_session_titles():
     def complete(text: str) -> list[str]:
         return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
 
-    assert complete("/re") == ["/resume", "/retry", "/reasoning"]
+    assert complete("/re") == ["/resume", "/retry", "/rewind", "/reasoning"]
     assert complete("/resume p") == ["pets"]
     assert complete("/resume 2025") == ["20250101_a", "20250102_b"]
     assert complete("/title p") == []

@@ -3,13 +3,14 @@ and show what the agent changed. See docs/checkpoints.md."""
 
 from talaria.checkpoints.session import RewindReport, SessionCheckpoints, TurnSummary
 from talaria.checkpoints.shadow import CheckpointError
-from talaria.checkpoints.storage import prune, remove_session, session_dir
+from talaria.checkpoints.storage import checkpoints_root, prune, remove_session, session_dir
 
 __all__ = [
     "CheckpointError",
     "RewindReport",
     "SessionCheckpoints",
     "TurnSummary",
+    "checkpoints_root",
     "prune",
     "remove_session",
     "session_dir",

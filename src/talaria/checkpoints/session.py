@@ -71,10 +71,19 @@ class SessionCheckpoints:
     """The checkpoints of one session, kept in `directory` (see `storage.session_dir`)."""
 
     def __init__(
-        self, directory: Path, roots: Sequence[Path], *, enabled: bool, max_file_bytes: int
+        self,
+        directory: Path,
+        roots: Sequence[Path],
+        *,
+        enabled: bool,
+        max_file_bytes: int,
+        exclude: Sequence[Path] = (),
     ) -> None:
         self.directory = directory
         self.roots = [Path(os.path.realpath(root)) for root in roots]
+        self.skipped = [root for root in self.roots if _too_wide(root)]
+        """Roots never snapshotted: the file system's root or the home directory."""
+        self.exclude = [Path(os.path.realpath(path)) for path in (*exclude, directory)]
         self.enabled = enabled
         self.max_file_bytes = max_file_bytes
         self.journal = Journal(directory / "journal.json")
@@ -224,7 +233,7 @@ class SessionCheckpoints:
         if not self.enabled:
             return trees, over
         for root in self.roots:
-            if not root.is_dir():
+            if not root.is_dir() or root in self.skipped:
                 continue
             shot = self._repo(root).snapshot(self.max_file_bytes)
             trees[str(root)] = shot.tree
@@ -234,10 +243,16 @@ class SessionCheckpoints:
 
     def _repo(self, root: Path) -> ShadowRepo:
         key = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
-        return ShadowRepo(root, self.directory / "roots" / key)
+        inside = [path.relative_to(root) for path in self.exclude if path.is_relative_to(root)]
+        return ShadowRepo(root, self.directory / "roots" / key, [str(p) for p in inside])
 
     def _shown(self, root: str, path: str) -> str:
         return path if self.roots and root == str(self.roots[0]) else str(Path(root) / path)
+
+
+def _too_wide(root: Path) -> bool:
+    """Would snapshotting `root` mean copying a whole system or home directory?"""
+    return root == Path(root.anchor) or root == Path(os.path.realpath(Path.home()))
 
 
 def _one_line(text: str, limit: int = 80) -> str:

@@ -51,6 +51,10 @@ _CONFIG = {
 }
 
 
+PACK_AT = 256
+"""From this many new or changed files on, a snapshot stores them as one pack."""
+
+
 class CheckpointError(RuntimeError):
     """A snapshot or a restore could not be done (git missing or failing); says why."""
 
@@ -74,9 +78,11 @@ class Snapshot:
 class ShadowRepo:
     """Snapshots of `root` kept in the git directory `git_dir`."""
 
-    def __init__(self, root: Path, git_dir: Path) -> None:
+    def __init__(self, root: Path, git_dir: Path, exclude: Sequence[str] = ()) -> None:
+        """`exclude`: folders inside `root` never to snapshot (relative: the talaria home)."""
         self.root = root
         self.git_dir = git_dir
+        self.exclude = exclude
         env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
         env.update(
             GIT_DIR=str(git_dir),
@@ -94,10 +100,9 @@ class ShadowRepo:
         env = self._env
         if init:  # git refuses a work tree before the repository exists
             env = {k: v for k, v in env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
-        flags = [item for key, value in _CONFIG.items() for item in ("-c", f"{key}={value}")]
         try:
             done = subprocess.run(
-                ["git", *flags, *args],
+                _argv(*args),
                 input=data,
                 capture_output=True,
                 env=env,
@@ -119,7 +124,8 @@ class ShadowRepo:
         self._git("init", "-q", "--bare", str(self.git_dir), init=True)
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
-        (info / "exclude").write_text("\n".join(DEFAULT_IGNORES) + "\n")
+        own = ["/" + _literal(path) + "/" for path in self.exclude if path not in ("", ".")]
+        (info / "exclude").write_text("\n".join((*DEFAULT_IGNORES, *own)) + "\n")
         (info / "attributes").write_text("* -text -ident -filter -working-tree-encoding\n")
 
     def snapshot(self, max_file_bytes: int) -> Snapshot:
@@ -134,21 +140,53 @@ class ShadowRepo:
             if path.endswith("/"):
                 continue  # an embedded repository: its own git keeps it
             try:
-                info = os.lstat(self.root / path)
+                info = None if _beyond_link(self.root, path) else os.lstat(self.root / path)
             except OSError:
-                update.append(path)  # gone: --remove takes it out of the index
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_size > max_file_bytes:
+                info = None
+            if info is None:
+                drop.append(path)  # gone (or now behind a link): out of the index
+            elif stat.S_ISREG(info.st_mode) and info.st_size > max_file_bytes:
                 over.append(path)
                 drop.append(path)
             elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
                 update.append(path)
-        if update:
-            self._git("update-index", "--add", "--remove", "-z", "--stdin", data=_join(update))
         if drop:
             self._git("update-index", "--force-remove", "-z", "--stdin", data=_join(drop))
+        if len(update) >= PACK_AT:
+            self._pack(update)
+        if update:
+            self._git("update-index", "--add", "--replace", "-z", "--stdin", data=_join(update))
         tree = self._git("write-tree").decode().strip()
         return Snapshot(tree, tuple(sorted(set(over))))
+
+    def _pack(self, paths: Sequence[str]) -> None:
+        """Store many files' content as one pack (`git fast-import`) before the index takes
+        them: one loose object per file costs a file creation each, which for a first
+        snapshot of a large workspace is most of its time. The index then finds each object
+        stored and only hashes the file."""
+        process = subprocess.Popen(
+            _argv("fast-import", "--quiet"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self._env,
+            cwd=self.root,
+        )
+        assert process.stdin is not None
+        with process.stdin as feed:
+            for path in paths:
+                target = self.root / path
+                if target.is_symlink():
+                    continue
+                try:
+                    data = target.read_bytes()
+                except OSError:
+                    continue  # gone or unreadable: update-index reports it or drops it
+                feed.write(b"blob\ndata %d\n" % len(data))
+                feed.write(data)
+                feed.write(b"\n")
+        if process.wait() != 0:
+            raise CheckpointError(f"git fast-import failed (exit {process.returncode})")
 
     def changes(self, old: str, new: str) -> dict[str, tuple[Entry | None, Entry | None]]:
         """Every path whose entry differs between two trees: (old entry, new entry)."""
@@ -187,6 +225,27 @@ class ShadowRepo:
             old, new, "--", *paths,
         )  # fmt: skip
         return raw.decode(errors="replace")
+
+
+def _argv(*args: str) -> list[str]:
+    flags = [item for key, value in _CONFIG.items() for item in ("-c", f"{key}={value}")]
+    return ["git", *flags, *args]
+
+
+def _beyond_link(root: Path, path: str) -> bool:
+    """Is a folder on the way from `root` to `path` a symbolic link?"""
+    folder = root
+    for part in Path(path).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return True
+    return False
+
+
+def _literal(path: str) -> str:
+    """`path` as a gitignore pattern that matches only itself."""
+    escaped = "".join("\\" + c if c in "\\*?[]!# " else c for c in path)
+    return escaped.replace("\n", "?")
 
 
 def _entry(mode: str, blob: str) -> Entry | None:

@@ -233,7 +233,11 @@ def _delete(store: SessionStore, args: argparse.Namespace) -> int:
         if reply.strip().lower() not in ("y", "yes"):
             print("kept")
             return EXIT_OK
+    from talaria.checkpoints import remove_session
+    from talaria.config import Config
+
     store.delete_session(info.id)
+    remove_session(Config.load(args.home).home, info.id)
     print(f"deleted {info.id}")
     return EXIT_OK
 

@@ -320,7 +320,7 @@ def _steer(host: CommandHost, arg: str) -> None:
         host.submit(text)
 
 
-def _rewind(host: CommandHost, done: str, nothing: str) -> str | None:
+def _drop_last_exchange(host: CommandHost, done: str, nothing: str) -> str | None:
     """Continue from before the last user message; that message's text, or None."""
     last = split_last_exchange(host.history())
     if last is None:
@@ -333,13 +333,69 @@ def _rewind(host: CommandHost, done: str, nothing: str) -> str | None:
 
 
 def _retry(host: CommandHost, arg: str) -> None:
-    text = _rewind(host, "retrying", "retry")
+    text = _drop_last_exchange(host, "retrying", "retry")
     if text is not None:
         host.submit(text)
 
 
 def _undo(host: CommandHost, arg: str) -> None:
-    _rewind(host, "undone", "undo")
+    _drop_last_exchange(host, "undone", "undo")
+
+
+_REWIND_WHAT = {"both": (True, True), "files": (True, False), "conversation": (False, True)}
+
+
+def _rewind(host: CommandHost, arg: str) -> None:
+    """Without an argument, the turns with what changed in each; `/rewind N [what]` goes
+    back to before turn N (files, conversation or both)."""
+    from talaria.checkpoints import CheckpointError
+
+    words = arg.split()
+    if not words:
+        _list_turns(host)
+        return
+    what = words[1] if len(words) > 1 else "both"
+    if not words[0].isdigit() or what not in _REWIND_WHAT or len(words) > 2:
+        host.renderer.error("usage: /rewind <turn> [files|conversation|both]")
+        return
+    files, conversation = _REWIND_WHAT[what]
+    try:
+        report = host.agent.rewind(int(words[0]), files=files, conversation=conversation)
+    except (KeyError, ValueError, CheckpointError) as exc:
+        host.renderer.error(str(exc.args[0] if isinstance(exc, KeyError) else exc))
+        return
+    host.renderer.write(report.summary())
+
+
+def _list_turns(host: CommandHost) -> None:
+    turns = host.agent.checkpoints() if host.agent.session_id else []
+    if not turns:
+        host.renderer.note("· no turns to rewind to yet")
+        return
+    for turn in turns:
+        dropped = " (rewound away)" if turn.dropped else ""
+        host.renderer.write(f"  {turn.id:>3}. {turn.label}{dropped}")
+        changed = ", ".join(turn.changed[:6]) + (" …" if len(turn.changed) > 6 else "")
+        host.renderer.note(
+            f"       {len(turn.changed)} file(s) changed{': ' if changed else ''}{changed}"
+        )
+    host.renderer.note("  /rewind <turn> [files|conversation|both] goes back to before it")
+
+
+def _diff(host: CommandHost, arg: str) -> None:
+    """What the agent changed in this session (`/diff N`: since turn N), a unified diff."""
+    if arg and not arg.isdigit():
+        host.renderer.error("usage: /diff [turn]")
+        return
+    try:
+        diff = host.agent.diff(int(arg) if arg else None) if host.agent.session_id else ""
+    except KeyError as exc:
+        host.renderer.error(str(exc.args[0]))
+        return
+    if diff:
+        host.renderer.write(diff.rstrip("\n"))
+    else:
+        host.renderer.note("· the agent changed no files")
 
 
 def _reasoning(host: CommandHost, arg: str) -> None:
@@ -413,6 +469,10 @@ def build_registry() -> SlashRegistry:
         ),
         SlashCommand("retry", "send the last message again", _retry),
         SlashCommand("undo", "drop the last exchange", _undo),
+        SlashCommand(
+            "rewind", "back to before a turn (files|conversation|both)", _rewind, "[turn] [what]"
+        ),
+        SlashCommand("diff", "the agent's changes to the files, as a diff", _diff, "[turn]"),
         SlashCommand("reasoning", "show or hide the model's reasoning", _reasoning, immediate=True),
         SlashCommand(
             "output",

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from talaria.checkpoints import CheckpointError
 from talaria.loop.session import new_session_id
 from talaria.offload import run_blocking
 from talaria.server.bodies import field_of, read_json
@@ -96,10 +97,51 @@ async def fork_session(request: Request) -> Response:
     return JSONResponse(session_view(await _info(hub, fork_id), hub), status_code=201)
 
 
+async def rewind_session(request: Request) -> Response:
+    """Back to before a turn: its files (what the agent changed since; the user's own edits
+    stay), its conversation, or both; the files as they were are kept as a checkpoint first."""
+    body = await read_json(request)
+    turn = field_of(body, "turn", int, required=True)
+    files = field_of(body, "files", bool, default=True)
+    conversation = field_of(body, "conversation", bool, default=True)
+    if not (files or conversation):
+        raise ApiError(422, "nothing to rewind: 'files' and 'conversation' are both false")
+    agent = await hub_of(request).idle_agent(request.path_params["session_id"])
+    try:
+        report = await agent.arewind(turn, files=files, conversation=conversation)
+    except KeyError as exc:
+        raise ApiError(404, str(exc.args[0])) from None
+    except (ValueError, CheckpointError) as exc:
+        raise ApiError(422, str(exc)) from None
+    return JSONResponse({**asdict(report), "summary": report.summary()})
+
+
+async def list_checkpoints(request: Request) -> Response:
+    agent = await hub_of(request).idle_agent(request.path_params["session_id"])
+    turns = await agent.acheckpoints()
+    return JSONResponse({"data": [asdict(turn) for turn in turns]})
+
+
+async def session_diff(request: Request) -> Response:
+    """What the agent changed in the session's files (since turn `since`), a unified diff."""
+    since = request.query_params.get("since")
+    if since is not None and not since.isdigit():
+        raise ApiError(422, "'since' must be a turn number")
+    agent = await hub_of(request).idle_agent(request.path_params["session_id"])
+    try:
+        diff = await agent.adiff(int(since) if since is not None else None)
+    except KeyError as exc:
+        raise ApiError(404, str(exc.args[0])) from None
+    return JSONResponse({"session_id": request.path_params["session_id"], "diff": diff})
+
+
 ROUTES = [
     Route("/v1/sessions", list_sessions, methods=["GET"]),
     Route("/v1/sessions/{session_id}", read_session, methods=["GET"]),
     Route("/v1/sessions/{session_id}", rename_session, methods=["PATCH"]),
     Route("/v1/sessions/{session_id}", delete_session, methods=["DELETE"]),
     Route("/v1/sessions/{session_id}/fork", fork_session, methods=["POST"]),
+    Route("/v1/sessions/{session_id}/rewind", rewind_session, methods=["POST"]),
+    Route("/v1/sessions/{session_id}/checkpoints", list_checkpoints, methods=["GET"]),
+    Route("/v1/sessions/{session_id}/diff", session_diff, methods=["GET"]),
 ]

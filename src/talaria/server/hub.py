@@ -211,16 +211,31 @@ class SessionHub:
         if await run_blocking(self.store.get_session, session_id) is None:
             raise ApiError(404, f"no session {session_id!r}")
 
+    async def idle_agent(self, session_id: str) -> Agent:
+        """The session's agent, ready (404 for an unknown session, 409 while it runs a turn)."""
+        if session_id not in self._live:
+            await self.require_session(session_id)
+        live = self._live_session(session_id)
+        if live.run is not None:
+            raise ApiError(
+                409, f"session busy: {session_id} is running {live.run.id}", "session_busy"
+            )
+        await run_blocking(live.agent.warm_up)
+        return live.agent
+
     def busy_run(self, session_id: str) -> Run | None:
         live = self._live.get(session_id)
         return live.run if live is not None else None
 
     async def forget(self, session_id: str) -> None:
-        """Close the session's live agent (before a delete); 409 while it runs a turn."""
+        """Close the session's live agent and delete its checkpoints (before a delete); 409
+        while it runs a turn."""
         run = self.busy_run(session_id)
         if run is not None:
             raise ApiError(409, f"session busy: {session_id} is running {run.id}", "session_busy")
         live = self._live.pop(session_id, None)
+        agent = live.agent if live is not None else self.make_agent(session_id)
+        await run_blocking(agent.forget_checkpoints)
         if live is not None:
             await self._close(live)
 

@@ -67,6 +67,8 @@ def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
 _TEXT_CONTENT = {"oneOf": [{"type": "string"}, {"type": "array", "items": _OBJECT}]}
 _MESSAGE = {
     "type": "object",
@@ -121,6 +123,36 @@ SCHEMAS: dict[str, Any] = {
                 "items": {"type": "object"},
                 "description": "reading one session: its calls by model, as `talaria usage`",
             },
+        },
+    },
+    "RewindReport": {
+        "type": "object",
+        "required": ["turn", "restored", "kept", "left_alone", "conversation", "summary"],
+        "properties": {
+            "turn": {"type": "integer"},
+            "restored": _STRINGS,
+            "kept": {**_STRINGS, "description": "files the user edited since: left as they are"},
+            "left_alone": {
+                **_STRINGS,
+                "description": "files in no snapshot (over the size cap, ignored): untouched",
+            },
+            "conversation": {"type": "boolean"},
+            "undo": {
+                "type": ["integer", "null"],
+                "description": "the checkpoint to rewind the files to, to undo this rewind",
+            },
+            "summary": {"type": "string"},
+        },
+    },
+    "Checkpoint": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "kind": {"enum": ["turn", "rewind"]},
+            "label": {"type": "string"},
+            "at": {"type": "number"},
+            "changed": _STRINGS,
+            "dropped": {"type": "boolean", "description": "its messages were rewound away"},
         },
     },
 }
@@ -306,6 +338,48 @@ def _paths() -> dict[str, Any]:
                 params=[session_id],
                 ok_status="201",
                 body={"type": "object", "properties": {"title": {"type": "string"}}},
+            )
+        },
+        "/v1/sessions/{session_id}/rewind": {
+            "post": _op(
+                "rewind to before a turn: its files (the user's own edits stay), its "
+                "conversation, or both; the files as they were are checkpointed first",
+                _ok(_ref("RewindReport")),
+                params=[session_id],
+                body={
+                    "type": "object",
+                    "required": ["turn"],
+                    "properties": {
+                        "turn": {"type": "integer"},
+                        "files": {"type": "boolean", "default": True},
+                        "conversation": {"type": "boolean", "default": True},
+                    },
+                },
+            )
+        },
+        "/v1/sessions/{session_id}/checkpoints": {
+            "get": _op(
+                "the session's checkpoints: each turn and rewind, with the files changed in it",
+                _ok(
+                    {
+                        "type": "object",
+                        "properties": {"data": {"type": "array", "items": _ref("Checkpoint")}},
+                    }
+                ),
+                params=[session_id],
+            )
+        },
+        "/v1/sessions/{session_id}/diff": {
+            "get": _op(
+                "what the agent changed in the session's files (since turn `since`), as a "
+                "unified diff",
+                _ok(
+                    {
+                        "type": "object",
+                        "properties": {"session_id": _STRING, "diff": _STRING},
+                    }
+                ),
+                params=[session_id, _query_int("since", 10**9)],
             )
         },
     }
