@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_cli_pty import answer_with, chat, provider  # noqa: F401
 
 from talaria.testing.script import Reply, ScriptedCall
-from test_cli_pty import answer_with, chat, provider  # noqa: F401
 
 
 def test_diff_then_rewind_the_files_of_a_turn(provider, chat, tmp_path, monkeypatch):  # noqa: F811
