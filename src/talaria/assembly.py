@@ -70,10 +70,11 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         can_clarify=agent.interactions.can_answer("clarify"),
         memory_enabled=memory is not None,
         can_delegate=spec.depth == 0,
+        web_enabled=bool(config.web.enabled),
     )
     _load_plugins(agent)
     extra = [*spec.tools, *agent.hooks.tools]
-    tools = {tool.name: tool for tool in select_tools(spec.toolsets, caps, extra)}
+    tools = {tool.name: tool for tool in select_tools(spec.toolsets, caps, extra, config)}
     executor = ToolExecutor(
         tools=tools,
         hooks=agent.hooks,

@@ -267,6 +267,21 @@ SCHEMA: dict[str, Rule] = {
     "checkpoints.max_file_bytes": integer(10 * 1024 * 1024),
     "checkpoints.max_age_days": number(30.0),
     "checkpoints.max_total_mb": number(2048.0),
+    "web.enabled": boolean(False),
+    "web.allow_private": Rule(
+        False,
+        "true, false or a list of host names",
+        lambda v: (
+            isinstance(v, bool)
+            or (isinstance(v, list) and all(isinstance(item, str) for item in v))
+        ),
+    ),
+    "web.allow": strings(),
+    "web.deny": strings(),
+    "web.ask_unknown": boolean(False),
+    "web.timeout": seconds(30),
+    "web.max_bytes": integer(10 * 1024 * 1024, minimum=1024),
+    "web.search.searxng_url": url(),
     "telemetry.enabled": boolean(False),
     "telemetry.capture_content": boolean(False),
     "telemetry.agent_name": string("talaria"),

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from schema_calls import SAFE_TEXT
 
 from talaria.agent_tools.catalog import builtin_tools
+from web_support import WebSite
 
 COMMANDS = st.sampled_from(
     ["echo hello", "true", "exit 3", "printf 'a\\nb'", "ls", "cat notes.txt", "cat missing.txt",
@@ -34,6 +35,24 @@ HINTS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
 """Valid values for arguments whose free text would be unsafe or slow to run."""
 
 REGISTERED = [tool.name for tool in builtin_tools()]
+
+
+def web_hints(site: WebSite) -> dict[str, dict[str, st.SearchStrategy[Any]]]:
+    """URLs on the loopback `site` (or refused before any connection): a generated URL must
+    never reach another address."""
+    urls = [site.url(path, "localhost") for path in ("/article", "/notice.pdf", "/hop/2",
+            "/to-private", "/missing", "/image.png")]  # fmt: skip
+    bad = ["", "not a url", "ftp://localhost/file", "http://127.0.0.1:1/", "http://[::1]:1/"]
+    return {"web_fetch": {"url": st.sampled_from(urls + bad)}}
+
+
+def web_config(site: WebSite) -> dict[str, Any]:
+    """The settings that offer both web tools, on `site` only (its SearXNG stand-in)."""
+    return {
+        "web.allow_private": ["localhost"],
+        "web.search.searxng_url": site.url(""),
+        "sandbox.network": True,
+    }
 
 
 def workspace(work: Path) -> None:

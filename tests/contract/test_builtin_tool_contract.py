@@ -18,21 +18,28 @@ from collections.abc import Iterator
 
 import pytest
 from contract_agent import ContractAgent, contract_agent
-from contract_hints import HINTS, REGISTERED, workspace
+from contract_hints import HINTS, REGISTERED, web_config, web_hints, workspace
 from hypothesis import HealthCheck, given, settings
 from schema_calls import GeneratedCall, calls
 
 from helpers import MODES
 from talaria.agent_tools.catalog import TOOLSETS, builtin_tools
+from web_support import WebSite, web_site
 
 pytestmark = pytest.mark.timeout(300)
 
 EXAMPLES = 10
 
 
+@pytest.fixture(scope="module")
+def site() -> Iterator[WebSite]:
+    with web_site() as running:
+        yield running
+
+
 @pytest.fixture(scope="module", params=MODES)
 def contract(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, site: WebSite
 ) -> Iterator[ContractAgent]:
     home = tmp_path_factory.mktemp(f"contract-{request.param}")
     workspace(home / "work")
@@ -42,7 +49,7 @@ def contract(
         toolsets=list(TOOLSETS),
         approval_callback=lambda request: "deny",
         clarify_callback=lambda question, choices: "yes",
-        config={"delegation.max_iterations": 2, "approvals.timeout": 5},
+        config={"delegation.max_iterations": 2, "approvals.timeout": 5, **web_config(site)},
     ) as agent:
         yield agent
 
@@ -55,15 +62,18 @@ def test_every_registered_tool_is_offered_and_generated(contract: ContractAgent)
 
 
 @pytest.mark.parametrize("name", REGISTERED)
-def test_generated_calls_keep_the_contract(contract: ContractAgent, name: str) -> None:
+def test_generated_calls_keep_the_contract(
+    contract: ContractAgent, site: WebSite, name: str
+) -> None:
     schema = next(tool for tool in builtin_tools() if tool.name == name).parameters
+    hints = {**HINTS, **web_hints(site)}.get(name)
 
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
-    @given(calls(schema, HINTS.get(name)))
+    @given(calls(schema, hints))
     def check(generated: GeneratedCall) -> None:
         contract.run(name, generated)
 

@@ -6,12 +6,13 @@ client following the turn's events, wrong input is named."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from contract_agent import PROMPT, check_answer, check_turn, take_pending
-from contract_hints import HINTS, REGISTERED, workspace
+from contract_hints import HINTS, REGISTERED, web_hints, workspace
 from hypothesis import HealthCheck, Phase, given, settings
 from schema_calls import GeneratedCall, as_json, calls
 
@@ -20,17 +21,26 @@ from talaria.agent_tools.catalog import builtin_tools
 from talaria.durable.client import DurableTurn, connect, start_turn
 from talaria.testing import Reply, Script, ScriptedCall, ScriptedProvider, text
 from temporal_cluster import WorkerProcess, worker_home
+from web_support import WebSite, web_site
 
 pytestmark = pytest.mark.timeout(300)
 
 PER_TOOL = 2
 
 
-def _generated() -> list[tuple[str, GeneratedCall]]:
+@pytest.fixture
+def site() -> Iterator[WebSite]:
+    """The web tools' loopback site (config.yaml below offers them on it only)."""
+    with web_site() as running:
+        yield running
+
+
+def _generated(site: WebSite) -> list[tuple[str, GeneratedCall]]:
     """A few generated calls of every registered tool (drawn once, not shrunk)."""
     drawn: list[tuple[str, GeneratedCall]] = []
+    hints = {**HINTS, **web_hints(site)}
     for tool in builtin_tools():
-        drawn.extend((tool.name, call) for call in _draw(tool.parameters, HINTS.get(tool.name)))
+        drawn.extend((tool.name, call) for call in _draw(tool.parameters, hints.get(tool.name)))
     return drawn
 
 
@@ -68,11 +78,13 @@ class _Client:
 
 
 async def test_generated_calls_keep_the_contract_on_a_durable_worker(
-    temporal_target: str, tmp_path: Path, queue: str, workers: list[WorkerProcess]
+    temporal_target: str, tmp_path: Path, queue: str, workers: list[WorkerProcess], site: WebSite
 ) -> None:
     home = worker_home(tmp_path / "home")  # a worker's home is its working directory
     (home / "config.yaml").write_text(
         "durable:\n  heartbeat_timeout: 4.0\ndelegation:\n  max_iterations: 2\n"
+        f"sandbox:\n  network: true\nweb:\n  allow_private: [localhost]\n"
+        f"  search:\n    searxng_url: {site.url('')}\n"
     )
     workspace(home)
     pending: list[ScriptedCall] = []
@@ -86,7 +98,7 @@ async def test_generated_calls_keep_the_contract_on_a_durable_worker(
         workers.append(WorkerProcess(temporal_target, queue, server, home, toolsets=toolsets))
         client = await connect(temporal_target)
         for mode in MODES:
-            generated = _generated()
+            generated = _generated(site)
             pending.extend(ScriptedCall(name, as_json(g.arguments)) for name, g in generated)
             overrides = {"api_mode": mode, "base_url": base_url(server, mode)}
             turn = await start_turn(client, queue, PROMPT, agent=overrides, answers=True)

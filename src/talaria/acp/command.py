@@ -71,6 +71,7 @@ def _settings(args: argparse.Namespace) -> Any:
             can_clarify=False,
             memory_enabled=bool(config.memory.enabled),
             can_delegate=True,
+            web_enabled=bool(config.web.enabled),
         )
         toolsets = default_toolsets(caps)
     return SessionSettings(

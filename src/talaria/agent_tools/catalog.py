@@ -1,13 +1,15 @@
 """The built-in toolsets and which of them an agent gets.
 
 Toolset names are a public contract: terminal, file, clarify, todo, memory, session_search,
-delegation. By default every toolset is on where it can work: `clarify` needs someone to
-answer, `memory` needs memory enabled, `delegation` is not offered to children.
+delegation, web. By default every toolset is on where it can work: `clarify` needs someone to
+answer, `memory` needs memory enabled, `delegation` is not offered to children. `web` reaches
+outside the machine, so it is on by default only with `web.enabled: true` (else by name).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from talaria.tools.base import Tool
 from talaria.values import frozen
@@ -20,6 +22,7 @@ TOOLSETS: tuple[str, ...] = (
     "memory",
     "session_search",
     "delegation",
+    "web",
 )
 
 
@@ -30,17 +33,22 @@ class Capabilities:
     can_clarify: bool
     memory_enabled: bool
     can_delegate: bool
+    web_enabled: bool = False
 
 
-def builtin_tools() -> list[Tool]:
-    """Every built-in tool, in the fixed order that keeps the prompt prefix byte-stable."""
+def builtin_tools(config: Any = None) -> list[Tool]:
+    """Every built-in tool, in the fixed order that keeps the prompt prefix byte-stable; the
+    web tools follow `config`'s `web.*` settings (None: the defaults)."""
     from talaria.agent_tools.delegate import DELEGATE_TOOL
     from talaria.agent_tools.memory import MEMORY_TOOL
     from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
     from talaria.agent_tools.todo import TASK_LIST_TOOL
     from talaria.tools.builtin import builtin_tools as core_tools
+    from talaria.tools.web.settings import WebSettings
+    from talaria.tools.web.tools import web_tools
 
-    return [*core_tools(), TASK_LIST_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
+    agent_tools = [TASK_LIST_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
+    return [*core_tools(), *agent_tools, *web_tools(WebSettings.from_config(config))]
 
 
 def default_toolsets(caps: Capabilities) -> list[str]:
@@ -48,6 +56,7 @@ def default_toolsets(caps: Capabilities) -> list[str]:
         "clarify": not caps.can_clarify,
         "memory": not caps.memory_enabled,
         "delegation": not caps.can_delegate,
+        "web": not caps.web_enabled,
     }
     return [name for name in TOOLSETS if not excluded.get(name, False)]
 
@@ -56,8 +65,10 @@ def select_tools(
     toolsets: Sequence[str] | None,
     caps: Capabilities,
     extra: Iterable[Tool] = (),
+    config: Any = None,
 ) -> list[Tool]:
-    """Built-in tools of the chosen toolsets, then the user's tools; names must be unique."""
+    """Built-in tools of the chosen toolsets, then the user's tools; names must be unique.
+    `config` is the agent's configuration (the web tools follow its `web.*` settings)."""
     chosen = list(toolsets) if toolsets is not None else default_toolsets(caps)
     unknown = [name for name in chosen if name not in TOOLSETS]
     if unknown:
@@ -65,7 +76,9 @@ def select_tools(
             f"unknown toolset(s): {', '.join(unknown)}; available: {', '.join(TOOLSETS)}"
         )
     selected = (
-        [t for t in builtin_tools() if t.toolset in chosen and t.available()] if chosen else []
+        [t for t in builtin_tools(config) if t.toolset in chosen and t.available()]
+        if chosen
+        else []
     )
     names = {tool.name for tool in selected}
     for tool in extra:
