@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from talaria.agent import Agent
+    from talaria.agent import Agent, TurnFailed
     from talaria.config_schema import ConfigError
     from talaria.tools.base import Tool, ToolContext, ToolError
     from talaria.tools.decorator import tool
@@ -22,6 +22,7 @@ _EXPORTS = {
     "Tool": ("talaria.tools.base", "Tool"),
     "ToolContext": ("talaria.tools.base", "ToolContext"),
     "ToolError": ("talaria.tools.base", "ToolError"),
+    "TurnFailed": ("talaria.agent", "TurnFailed"),
 }
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "TurnFailed",
     "__version__",
     "tool",
 ]

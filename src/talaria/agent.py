@@ -39,6 +39,21 @@ T = TypeVar("T")
 log = logging.getLogger("talaria")
 
 
+class TurnFailed(RuntimeError):
+    """`Agent.chat()` could not produce an answer; the message is the reason, and `result` is
+    what `run_conversation` returned (its ``error``, ``turn_exit_reason``, ``messages``)."""
+
+    def __init__(self, result: TurnResult) -> None:
+        super().__init__(str(result.get("error") or result.get("turn_exit_reason") or "failed"))
+        self.result = result
+
+
+def _answer(result: TurnResult) -> str:
+    if result.get("failed"):
+        raise TurnFailed(result)
+    return str(result.get("final_response") or "")
+
+
 class Agent:
     """An agent bound to one model chain, one tool set and one session at a time."""
 
@@ -175,12 +190,13 @@ class Agent:
     # ---- public API -------------------------------------------------------------------
 
     def chat(self, message: str) -> str:
-        """Send one message; return the final answer text ('' when there is none)."""
-        return self.run_conversation(user_message=message).get("final_response") or ""
+        """Send one message; return the final answer text ('' when the turn ended without
+        one, e.g. interrupted). Raises `TurnFailed` when the turn failed (the model could not
+        be reached, the provider refused, ...): an empty string would pass for an answer."""
+        return _answer(self.run_conversation(user_message=message))
 
     async def achat(self, message: str) -> str:
-        result = await self.arun_conversation(user_message=message)
-        return result.get("final_response") or ""
+        return _answer(await self.arun_conversation(user_message=message))
 
     def run_conversation(
         self,
@@ -397,8 +413,15 @@ class Agent:
 
     @property
     def tools(self) -> dict[str, Tool]:
-        """The tools this agent offers the model, by name, in the order the model sees them."""
-        return dict(self._ensure_runtime().tools)
+        """The tools this agent offers the model, by name, in the order the model sees them.
+        Outside an event loop the prompt profile is settled first (a small window gets the
+        lean set), so this is what the model gets, also before the first turn."""
+        runtime = self._ensure_runtime()
+        if runtime.profile is None and not _loop_running():
+            from talaria.loop.profile import ensure_profile
+
+            self._run_sync(ensure_profile(runtime, [tool.name for tool in self.spec.tools]))
+        return dict(runtime.tools)
 
     @property
     def tool_source(self) -> Any:

@@ -31,7 +31,8 @@ ANTHROPIC = "https://api.anthropic.com"
 REASONING = {"supports_temperature": False, "encrypted_reasoning": True}
 RESPONSES = {"output_limit_field": "max_output_tokens", "parallel_tool_calls": True}
 MESSAGES = {"cache_markers": True, "output_limit_default": 8192}
-LOCAL = {"text_tool_calls": True, "billed": False}
+CUSTOM = {"text_tool_calls": True, "output_limit_from_window": True}
+LOCAL = {**CUSTOM, "billed": False}
 
 CASES: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
     "gpt-4.1 on openai": ("openai", "gpt-4.1", OPENAI, "chat_completions", {
@@ -55,10 +56,10 @@ CASES: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
         "anthropic_messages", MESSAGES),
     "claude on a cloud's anthropic endpoint": ("custom", "us.anthropic.claude-opus-4-1-v1:0",
         "https://gateway.example.com/anthropic", "anthropic_messages", {
-        **MESSAGES, "output_limit_default": 16384, "text_tool_calls": True}),
+        **MESSAGES, "output_limit_default": 16384, **CUSTOM}),
     "another model on an anthropic-compatible endpoint": ("custom", "glm-4.6",
         "https://gateway.example.com/anthropic", "anthropic_messages", {
-        **MESSAGES, "text_tool_calls": True}),
+        **MESSAGES, **CUSTOM}),
     "claude-sonnet-4 on openrouter": ("openrouter", "anthropic/claude-sonnet-4", OPENROUTER,
         "chat_completions", {"cache_markers": True, "output_limit_default": 16384}),
     "o3 on openrouter reads max_tokens": ("openrouter", "openai/o3", OPENROUTER,
@@ -74,13 +75,13 @@ CASES: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
     "qwen on vllm": ("vllm", "Qwen/Qwen3-8B", "http://127.0.0.1:8000/v1", "chat_completions",
         LOCAL),
     "qwen on a custom server": ("custom", "qwen3-coder", "http://10.0.0.5:8000/v1",
-        "chat_completions", {"text_tool_calls": True}),
+        "chat_completions", CUSTOM),
     "gpt-4.1 on azure": ("custom", "gpt-4.1", AZURE, "chat_completions", {
-        "output_limit_field": "max_completion_tokens", "text_tool_calls": True}),
+        "output_limit_field": "max_completion_tokens", **CUSTOM}),
     "o4-mini on azure by provider name": ("azure", "o4-mini", "https://proxy.example.com/v1",
         "chat_completions", {"output_limit_field": "max_completion_tokens", **REASONING}),
     "gpt-5 on a local server keeps max_tokens": ("custom", "gpt-5", "http://127.0.0.1:8000/v1",
-        "chat_completions", {**REASONING, "text_tool_calls": True}),
+        "chat_completions", {**REASONING, **CUSTOM}),
 }  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import sys
 import time
@@ -225,7 +226,7 @@ def _tool_checks() -> list[Check]:
         f"{name} {OK if shutil.which(name) else NONE}" for name in ("bash", "git", "rg")
     )
     packages = []
-    for name in ("openai", "anthropic", "prompt_toolkit", "rich"):
+    for name in required_packages():
         try:
             packages.append(f"{name} {version(name)}")
         except PackageNotFoundError:
@@ -234,6 +235,23 @@ def _tool_checks() -> list[Check]:
         Check("programs", OK if shutil.which("bash") else BAD, programs),
         Check("packages", BAD if any(BAD in p for p in packages) else OK, " · ".join(packages)),
     ]
+
+
+def required_packages() -> list[str]:
+    """The packages talaria itself requires (its extras are optional), as its metadata says:
+    the model SDKs are not among them, since talaria speaks the wire APIs itself."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        declared = requires("talaria") or []
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return []
+    names = [
+        re.split(r"[\s\[<>=!~;]", line, maxsplit=1)[0]
+        for line in declared
+        if not re.search(r"extra\s*==", line)
+    ]
+    return [name for name in names if name]
 
 
 def sandbox_check(config: Any, cwd: Path) -> Check:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import activity
 
-from talaria.core import ToolCall, Usage
+from talaria.core import StreamHandler, ToolCall, Usage
 from talaria.durable.compression import COMPRESSION_SETTINGS
 from talaria.durable.credentials import refresh_key
 from talaria.durable.heartbeat import DeltaForwarder, heartbeating
@@ -51,6 +51,7 @@ from talaria.durable.protocol import (
 from talaria.durable.turn_span import record_turn_span
 from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
+from talaria.loop.held_text import held_for, settle
 from talaria.policy.approval import ApprovalState
 from talaria.providers.errors import ProviderError
 from talaria.providers.resilience.caller import Watchdog
@@ -188,12 +189,16 @@ class TurnActivities:
         entry = runtime.caller.chain.entries[call.entry]
         request = request_from_dict(call.request)
         deltas = DeltaForwarder(activity.info().workflow_id or "", call.deltas, call.separator)
+        # A tool call the model writes as text never streams to the turn's followers.
+        text_calls = bool(runtime.config.tools.text_calls)
+        held = held_for(deltas, request, entry.profile, text_calls)
+        stream = held or deltas
         hook_args = {"session_id": call.session_id, "task_id": call.task_id}
         runtime.hooks.emit("pre_llm_call", request=request, **hook_args)
         with runtime.telemetry.model_call(request, entry) as observed:
             async with heartbeating(deltas.flush):
                 try:
-                    client, response = await _complete(runtime, entry, request, deltas)
+                    client, response = await _complete(runtime, entry, request, stream)
                 except ProviderError as error:
                     notice = await refresh_key(agent, call.entry, entry, error)
                     if notice is None:
@@ -202,10 +207,12 @@ class TurnActivities:
                     observed.attempt_failed(error, "retry")
                     deltas.note(notice)
                     try:
-                        client, response = await _complete(runtime, entry, request, deltas)
+                        client, response = await _complete(runtime, entry, request, stream)
                     except ProviderError as again:
                         observed.attempt_failed(again, "raise")
                         return {"error": error_to_dict(again)}
+                if held is not None:
+                    settle(held, request, response)
             observed.answered(client, response)
         runtime.hooks.emit("post_llm_call", response=response, **hook_args)
         return {"response": response_to_dict(response)}
@@ -369,7 +376,7 @@ class TurnActivities:
 
 
 async def _complete(
-    runtime: Runtime, entry: Any, request: Any, deltas: DeltaForwarder
+    runtime: Runtime, entry: Any, request: Any, deltas: StreamHandler
 ) -> tuple[Any, Any]:
     """One attempt on the real client, under the stream watchdog: (client, response)."""
     settings = runtime.caller.settings

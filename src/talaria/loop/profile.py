@@ -2,7 +2,9 @@
 
 The lean profile drops the built-in tools outside the core set (from the executor too: the
 model is not offered them, so a call to one is an unknown tool) and shortens the schemas.
-It is decided before the session's system prompt is built, so the prefix stays stable.
+It is decided before the session's system prompt is built, so the prefix stays stable. A
+loopback endpoint given without a provider is probed then too, to learn which local server
+answers there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ async def ensure_profile(rt: Runtime, user_tools: Collection[str]) -> str:
     """ "lean" or "full" for this runtime (chosen once; `user_tools` are always kept)."""
     if rt.profile is not None:
         return rt.profile
+    await _recognise_local_server(rt)
     setting = str(rt.config.prompt.profile)
     window = await _window(rt) if setting == "auto" else None
     rt.profile = choose_profile(setting, window, int(rt.config.prompt.lean_below))
@@ -39,3 +42,14 @@ async def _window(rt: Runtime) -> int | None:
         return None
     window = await rt.context_engine.window(rt, interruptible=False)
     return int(window) if window else None
+
+
+async def _recognise_local_server(rt: Runtime) -> None:
+    """Ask a loopback endpoint given without a provider which local server it is (once per
+    process): such a server's calls cost nothing (`context_windows.served_by`)."""
+    spec = rt.caller.chain.active.spec
+    if spec is None or spec.provider != "custom":
+        return
+    from talaria.providers.profiles.context_windows import recognise_local_server
+
+    await recognise_local_server(spec.base_url, spec.api_key, spec.api_mode)

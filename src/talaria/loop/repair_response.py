@@ -12,10 +12,10 @@ written as text is read as that call (`loop.text_tool_calls`), with a notice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from talaria.core import (
     AssistantMessage,
@@ -31,6 +31,9 @@ from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import profile_of
 from talaria.providers.resilience.caller import CallResult, ModelCaller
 from talaria.providers.resilience.retry import Action, action_for
+
+if TYPE_CHECKING:
+    from talaria.loop.held_text import HeldText
 
 MAX_CONTINUATIONS = 3
 MAX_TRUNCATION_RETRIES = 2
@@ -131,7 +134,6 @@ class _Repair:
             if verdict is Verdict.REFUSAL:
                 raise self._refusal(result)
             if verdict is Verdict.USABLE:
-                result = self._read_text_calls(result)
                 return self._final(result, result.response.text)
             if verdict is Verdict.CUT_OFF:
                 if not self._continue(response):
@@ -145,17 +147,32 @@ class _Repair:
                 self._empty(verdict)
 
     async def _call(self) -> CallResult | None:
-        """One call through the caller; None when the adapter reported an empty answer."""
+        """One call through the caller, with a tool call written as text read as that call;
+        None when the adapter reported an empty answer."""
+        held: HeldText | None = None
+        if self.text_calls and not self.parts:
+            from talaria.loop.held_text import held_for
+
+            held = held_for(self.stream, self.request, self.caller.chain.active.profile, True)
         try:
-            result = await self.caller.call(self.request, self.stream, self.interrupt)
+            result = await self.caller.call(self.request, held or self.stream, self.interrupt)
         except ProviderError as error:
+            if held is not None:
+                held.drop()  # a broken-off attempt: what it held is not an answer
             if action_for(error.kind) is not Action.NUDGE:
                 raise
             self.errors.append(error)
             return None
         self.errors.extend(result.errors)
         self.usage.add(result.response.usage)
-        return result
+        if held is None:
+            return result
+        read = self._read_text_calls(result)
+        if read is result:
+            held.release(result.response.text)
+        else:
+            held.drop()
+        return read
 
     def _final(
         self, result: CallResult, text: str | None, *, keep_calls: bool = True
@@ -174,26 +191,17 @@ class _Repair:
     def _read_text_calls(self, result: CallResult) -> CallResult:
         """The response with a tool call the model wrote as text turned into that call."""
         response = result.response
-        if (
-            not self.text_calls
-            or self.parts
-            or response.tool_calls
-            or self.request.tool_choice == "none"
-            or not profile_of(result.client).text_tool_calls
-        ):
+        if response.tool_calls or not profile_of(result.client).text_tool_calls:
             return result
         from talaria.loop.text_tool_calls import find_text_tool_calls
 
-        offered = {
-            tool["function"]["name"]: tool["function"].get("parameters") or {}
-            for tool in self.request.tools
-        }
+        offered = [tool["function"]["name"] for tool in self.request.tools]
         found = find_text_tool_calls(response.text or "", offered)
         if found is None:
             return result
         names = ", ".join(call.name for call in found.calls)
         self.caller.emit(Notice("info", f"read a tool call the model wrote as text: {names}"))
-        calls = [ToolCall(c.id, c.name, json.dumps(c.arguments)) for c in found.calls]
+        calls = [ToolCall(c.id, c.name, c.arguments) for c in found.calls]
         changed = replace(response, text=found.text or None, tool_calls=calls)
         return CallResult(changed, result.client, result.attempts, result.errors, result.usage)
 

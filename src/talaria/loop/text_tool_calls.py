@@ -1,146 +1,156 @@
 """Tool calls a model wrote as text instead of as a tool call.
 
 Small local models, or servers started without their tool-call parser, put the call in the
-answer: `<tool_call>{...}</tool_call>` (Qwen), `{"name": ..., "parameters": ...}` (Llama,
-optionally after `<|python_tag|>`), `[TOOL_CALLS] [...]` (Mistral), or a JSON object fenced
-or bare. Such an answer is read as the call(s) it spells, but only when every call names a
-tool that was offered and its arguments pass that tool's schema, and, without an explicit
-marker, when the JSON is the answer itself rather than an example inside prose.
+answer: `<tool_call>{...}</tool_call>` (Qwen, Hermes), `{"name": ..., "parameters": ...}`
+(Llama, optionally after `<|python_tag|>`), `[TOOL_CALLS] [...]` (Mistral), or JSON objects
+fenced or bare, with prose around them, several in a row, in Python's spelling
+(`loop.loose_json`). Every object of a call's shape is read as a call: a tool that was not
+offered or arguments that do not fit reach the model as that call's error, which it can act
+on, instead of ending the turn with the raw JSON as the answer. An object that names an
+offered tool but cannot be decoded becomes a call with its raw arguments, so the model is
+told what is wrong with them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection
 from typing import Any
 
-from talaria.tools.validate import ArgumentError, validate_arguments
+from talaria.loop.loose_json import balanced_end, loads, objects_in
 from talaria.values import frozen
 
-MAX_LEAD_IN = 200
-"""Characters of prose allowed before a fenced call ("I'll list the files:")."""
-_QWEN = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_MISTRAL = "[TOOL_CALLS]"
-_MISTRAL_NAMED = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z0-9_-]+)\s*\[ARGS\]\s*")
-_LLAMA_TAG = "<|python_tag|>"
-_FENCE = re.compile(r"```[A-Za-z_]*[ \t]*\n(.*?)\n?```", re.DOTALL)
-_CALL_KEYS = frozenset({"name", "arguments", "parameters", "args", "type", "id", "function"})
+CALL_KEYS = frozenset({"name", "arguments", "parameters", "args", "type", "id", "function"})
+"""The keys of a call object; any other key makes it data, unless it names an offered tool
+and carries arguments."""
+_ARGUMENT_KEYS = ("arguments", "parameters", "args")
+MARKERS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+_MISTRAL_NAMED = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z0-9_.-]+)\s*\[ARGS\]\s*")
+_EMPTY_FENCE = re.compile(r"```[A-Za-z_-]*[\s\[\],]*```")
+_NAMED = re.compile(r"""["']name["']\s*:\s*["']([A-Za-z0-9_.:-]+)["']""")
+_ARGUMENTS_AT = re.compile(r"""["'](?:arguments|parameters|args)["']\s*:\s*""")
 
 
 @frozen(slots=True)
 class TextCall:
+    """One call read from an answer's text."""
+
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: str
+    """JSON text of the arguments; the raw text when it could not be decoded (the tool's
+    argument check then tells the model what is wrong)."""
 
 
 @frozen(slots=True)
 class TextCalls:
+    """The calls an answer spells, and its text without them."""
+
     calls: list[TextCall]
     text: str
     """What is left of the answer around the calls (often nothing)."""
 
 
-def find_text_tool_calls(text: str, tools: Mapping[str, dict[str, Any]]) -> TextCalls | None:
-    """The calls `text` spells, given the offered tools (name -> parameters schema); None
-    when it is an answer (prose, an example, an unknown tool, arguments that do not fit)."""
+def find_text_tool_calls(text: str, tools: Collection[str]) -> TextCalls | None:
+    """The calls `text` spells, given the names of the offered tools; None when it spells
+    none (prose, data that is not a call)."""
     if not text or not tools or "{" not in text:
         return None
-    for found in _candidates(text):
-        payload, rest = found
-        calls = _valid_calls(payload, tools, text)
-        if calls:
-            return TextCalls(calls, rest.strip())
+    spans: list[tuple[int, int]] = []
+    found: list[tuple[str, Any]] = []
+    named = _MISTRAL_NAMED.search(text)
+    if named:
+        start = text.find("{", named.end())
+        end = balanced_end(text, start) if start == named.end() else None
+        arguments = loads(text[start:end]) if end is not None else None
+        if isinstance(arguments, dict):
+            spans.append((named.start(), end or start))
+            found.append((named.group(1), arguments))
+    for start, end, value in objects_in(text):
+        if any(s <= start < e for s, e in spans):
+            continue
+        call = as_call(value, tools)
+        if call is not None:
+            spans.append((start, end))
+            found.append(call)
+    if not found:
+        broken = _undecodable_call(text, tools)
+        if broken is None:
+            return None
+        spans, found = [broken[0]], [broken[1]]
+    calls = [
+        TextCall(_call_id(text, number), name, _arguments_text(arguments))
+        for number, (name, arguments) in enumerate(found)
+    ]
+    return TextCalls(calls, _rest(text, spans))
+
+
+def as_call(value: Any, tools: Collection[str]) -> tuple[str, Any] | None:
+    """(name, arguments) for the shapes models write a call in; None for other data."""
+    if not isinstance(value, dict):
+        return None
+    function = value.get("function")
+    if isinstance(function, dict) and "name" in function:
+        return as_call(function, tools)
+    name = value.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    key = next((k for k in _ARGUMENT_KEYS if k in value), None)
+    arguments = value[key] if key else {}
+    extra = set(value) - CALL_KEYS
+    if extra and not (key and name in tools):
+        return None
+    if key is None and name not in tools:
+        return None  # {"name": "Alice"} is data; {"name": "todo"} calls a tool without arguments
+    if not isinstance(arguments, dict | str) and arguments is not None:
+        return None
+    return name, arguments if arguments is not None else {}
+
+
+def _arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        decoded = loads(arguments) if arguments.strip() else {}
+        return arguments if decoded is None else json.dumps(decoded)
+    return json.dumps(arguments)
+
+
+def _undecodable_call(text: str, tools: Collection[str]) -> tuple[tuple[int, int], Any] | None:
+    """A call object that names an offered tool but does not decode (cut off, bad quoting):
+    its span and (name, raw arguments)."""
+    for match in _NAMED.finditer(text):
+        if match.group(1) not in tools:
+            continue
+        start = text.rfind("{", 0, match.start())
+        if start < 0:
+            continue
+        end = balanced_end(text, start) or len(text)
+        body = text[start:end]
+        if loads(body) is not None:
+            continue  # it decodes: data that mentions a tool, not a broken call
+        at = _ARGUMENTS_AT.search(body)
+        raw = body[at.end() :].rstrip().removesuffix("}") if at else body
+        return (start, end), (match.group(1), raw.strip() or "{")
     return None
 
 
-def _candidates(text: str) -> Iterator[tuple[Any, str]]:
-    """(decoded JSON, the text around it) for each form, explicit markers first."""
-    if "<tool_call>" in text:
-        payloads = [_decode(body) for body in _QWEN.findall(text)]
-        if payloads and all(p is not None for p in payloads):
-            yield payloads, _QWEN.sub("", text)
-    named = _MISTRAL_NAMED.search(text)
-    if named:
-        arguments, end = _decode_prefix(text[named.end() :])
-        if isinstance(arguments, dict):
-            rest = text[: named.start()] + text[named.end() + end :]
-            yield {"name": named.group(1), "arguments": arguments}, rest
-    for marker in (_MISTRAL, _LLAMA_TAG):
-        at = text.find(marker)
-        if at >= 0:
-            payload, end = _decode_prefix(text[at + len(marker) :].lstrip())
-            if payload is not None:
-                yield payload, text[:at]
-    fences = _FENCE.findall(text)
-    if len(fences) == 1:
-        match = _FENCE.search(text)
-        assert match is not None
-        lead, after = text[: match.start()].strip(), text[match.end() :].strip()
-        if not after and len(lead) <= MAX_LEAD_IN and "\n\n" not in lead:
-            payload = _decode(fences[0])
-            if payload is not None:
-                yield payload, lead
-    bare = _decode(text)
-    if bare is not None:
-        yield bare, ""
-
-
-def _decode(text: str) -> Any:
-    try:
-        return json.loads(text.strip())
-    except ValueError:
-        return None
-
-
-def _decode_prefix(text: str) -> tuple[Any, int]:
-    """The JSON value at the start of `text` and where it ends (None, 0 when there is none)."""
-    stripped = text.lstrip()
-    try:
-        value, end = json.JSONDecoder().raw_decode(stripped)
-    except ValueError:
-        return None, 0
-    return value, end + len(text) - len(stripped)
-
-
-def _valid_calls(
-    payload: Any, tools: Mapping[str, dict[str, Any]], source: str
-) -> list[TextCall] | None:
-    items = payload if isinstance(payload, list) else [payload]
-    flat = [inner for item in items for inner in (item if isinstance(item, list) else [item])]
-    calls: list[TextCall] = []
-    for number, item in enumerate(flat):
-        call = _as_call(item)
-        if call is None or call[0] not in tools:
-            return None
-        name, raw = call
-        try:
-            arguments = validate_arguments(tools[name], raw)
-        except ArgumentError:
-            return None
-        calls.append(TextCall(_call_id(source, number), name, arguments))
-    return calls or None
-
-
-def _as_call(item: Any) -> tuple[str, dict[str, Any] | str] | None:
-    """(name, arguments) for the shapes models write; None for any other object."""
-    if not isinstance(item, dict) or set(item) - _CALL_KEYS:
-        return None
-    function = item.get("function")
-    if isinstance(function, dict):
-        return _as_call(function)
-    name = item.get("name")
-    arguments = next(
-        (item[key] for key in ("arguments", "parameters", "args") if key in item), None
-    )
-    if not isinstance(name, str) or not isinstance(arguments, dict | str):
-        return None
-    return name, arguments
+def _rest(text: str, spans: list[tuple[int, int]]) -> str:
+    """The answer without the calls, their markers and the fences and brackets they leave."""
+    kept, position = [], 0
+    for start, end in sorted(spans):
+        kept.append(text[position:start])
+        position = max(position, end)
+    kept.append(text[position:])
+    rest = "".join(kept)
+    for marker in MARKERS:
+        rest = rest.replace(marker, "")
+    rest = _EMPTY_FENCE.sub("", rest)
+    return "" if not rest.strip(" \t\r\n[],") else rest.strip()
 
 
 def _call_id(source: str, number: int) -> str:
     """Stable per answer, so a replayed turn gets the same ids."""
+    import hashlib
+
     digest = hashlib.sha1(source.encode("utf-8", "replace")).hexdigest()[:12]
     return f"call_text_{digest}_{number}"

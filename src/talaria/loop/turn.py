@@ -38,6 +38,7 @@ from talaria.events import (
 from talaria.interrupt import Interrupted
 from talaria.loop.budget import SUMMARY_REQUEST, IterationBudget
 from talaria.loop.guard import REFUSED_RESULT, STOPPED_RESULT, LoopGuard
+from talaria.loop.output_limit import output_limit
 from talaria.loop.prepare import build_messages, build_request
 from talaria.loop.repair_response import obtain_response
 from talaria.loop.runtime import Runtime
@@ -258,6 +259,7 @@ async def _call(
     config = rt.config
     sent: list[Message] = []
     media = media_dir(rt.home) if config.model.vision is not False else None
+    max_tokens = await output_limit(rt)
 
     def build(extra: list[str]) -> ModelRequest:
         messages = build_messages(
@@ -268,7 +270,7 @@ async def _call(
             messages,
             rt.tool_schemas,
             stream=rt.stream,
-            max_tokens=config.get("model.max_tokens"),
+            max_tokens=max_tokens,
             cache_ttl=(
                 config.get("prompt_caching.ttl") if config.get("prompt_caching.enabled") else None
             ),
@@ -345,7 +347,12 @@ def _price(usage: Usage, model: ModelClient | ChainEntry) -> None:
     so a turn that fails before any answer reports its cost the same way as one that
     succeeds."""
     from talaria.providers.pricing import estimate_cost
+    from talaria.providers.profiles.context_windows import served_by
 
+    local = served_by(model.base_url) if model.provider == "custom" else None
+    if local is not None:  # a local server found at a loopback URL given without --provider
+        usage.estimated_cost_usd = estimate_cost(model.model, usage, local)
+        return
     usage.estimated_cost_usd = estimate_cost(model.model, usage, model.provider, profile_of(model))
 
 

@@ -66,6 +66,8 @@ OLLAMA_DEFAULT_NUM_CTX = 4096
 
 PROBE_SECONDS = 2.0
 _probed: dict[tuple[str, str, str], int | None] = {}
+_served_by: dict[str, str] = {}
+"""Loopback base URL -> the kind of local server the probe found answering there."""
 _probing: dict[tuple[str, str, str], asyncio.Future[int | None]] = {}
 
 
@@ -101,6 +103,43 @@ def forget_endpoint_windows() -> None:
     """Drop the remembered answers, e.g. after restarting a local server with another
     ``--ctx-size`` in a long-running process."""
     _probed.clear()
+    _served_by.clear()
+    _recognised.clear()
+
+
+def served_by(base_url: str) -> str | None:
+    """The kind of local server (``llamacpp``, ``ollama``, ``lmstudio``, ``vllm``) the window
+    probe or `recognise_local_server` found at a loopback `base_url`; None when none was found
+    or none was asked."""
+    return _served_by.get(base_url.rstrip("/"))
+
+
+_KIND_PATHS = (("/props", "llamacpp"), ("/api/version", "ollama"), ("/api/v0/models", "lmstudio"))
+_recognised: set[str] = set()
+
+
+async def recognise_local_server(base_url: str, api_key: str | None, api_mode: str) -> None:
+    """Ask a loopback `base_url` which local server it is, once per process, one request at a
+    time (on loopback each takes about a millisecond, and one kept-alive connection serves
+    them all): llama.cpp's ``/props``, Ollama's ``/api/version``, LM Studio's
+    ``/api/v0/models``, then vLLM's ``owned_by`` in ``/v1/models``. `served_by` tells."""
+    from talaria.providers.resolve import is_loopback
+    from talaria.providers.transport.auth import openai_endpoint
+
+    key = base_url.rstrip("/")
+    if key in _recognised or key in _served_by or not is_loopback(base_url):
+        return
+    _recognised.add(key)
+    root = _server_root(base_url, api_mode)
+    headers = openai_endpoint(base_url, api_key, env={}).headers
+    for path, kind in _KIND_PATHS:
+        if isinstance(await _ask(root + path, headers), dict):
+            _served_by[key] = kind
+            return
+    listed = await _ask(root + "/v1/models", headers)
+    entries = listed.get("data") if isinstance(listed, dict) else None
+    if any(isinstance(e, dict) and e.get("owned_by") == "vllm" for e in entries or ()):
+        _served_by[key] = "vllm"
 
 
 async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) -> int | None:
@@ -127,6 +166,11 @@ async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) 
         _ask(f"{root}/api/show", headers, {"model": model}),
         _ask(models_url, headers),
     )
+    from talaria.providers.resolve import is_loopback
+
+    kind = _kind(llama, slots, lmstudio, ollama, listed)
+    if kind is not None and is_loopback(base_url):
+        _served_by[base_url.rstrip("/")] = kind
     found = (
         _llama_props(llama),
         _llama_slots(slots),
@@ -136,6 +180,19 @@ async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) 
         OLLAMA_DEFAULT_NUM_CTX if isinstance(ollama, dict) and "parameters" in ollama else None,
     )
     return next((size for size in found if size), None)
+
+
+def _kind(llama: Any, slots: Any, lmstudio: Any, ollama: Any, listed: Any) -> str | None:
+    """Which local server answered the probe, from the answers only it gives."""
+    if _llama_props(llama) or _llama_slots(slots):
+        return "llamacpp"
+    if isinstance(ollama, dict) and ("parameters" in ollama or "modelfile" in ollama):
+        return "ollama"
+    if isinstance(lmstudio, dict) and isinstance(lmstudio.get("data"), list):
+        return "lmstudio"
+    entries = listed.get("data") if isinstance(listed, dict) else None
+    owners = {e.get("owned_by") for e in entries or () if isinstance(e, dict)}
+    return next((kind for kind in ("llamacpp", "vllm") if kind in owners), None)
 
 
 def _server_root(base_url: str, api_mode: str) -> str:

@@ -34,6 +34,10 @@ class ModelProfile:
     output_limit_default: int | None = None
     """The output limit sent when ``model.max_tokens`` is unset, on wire APIs that require one
     (Anthropic Messages): the largest the model accepts without a beta header."""
+    output_limit_from_window: bool = False
+    """When ``model.max_tokens`` is unset, send a fraction of the context window as the output
+    limit (`loop.output_limit`): local and custom servers generate until the window is full
+    otherwise, and a small model that starts repeating itself never stops."""
     supports_temperature: bool = True
     """False for models that reject sampling settings (OpenAI's reasoning models)."""
     supports_tool_choice: bool = True

@@ -108,11 +108,14 @@ ENDPOINT_RULES: tuple[Rule, ...] = (
         api_mode=CHAT,
         output_limit_field="max_completion_tokens",
     ),
-    endpoint(providers=LOCAL_SERVERS, text_tool_calls=True, billed=False),
-    endpoint(providers=("custom",), text_tool_calls=True),
+    endpoint(
+        providers=LOCAL_SERVERS, text_tool_calls=True, output_limit_from_window=True, billed=False
+    ),
+    endpoint(providers=("custom",), text_tool_calls=True, output_limit_from_window=True),
 )
 """Endpoints: OpenAI's and Azure's own APIs take ``max_completion_tokens``; models on local
-and custom servers may write tool calls as text; the user's own hardware costs nothing."""
+and custom servers may write tool calls as text and get an output limit from their window;
+the user's own hardware costs nothing."""
 
 RULES: tuple[Rule, ...] = WIRE_RULES + FAMILY_RULES + ENDPOINT_RULES
 

@@ -40,6 +40,12 @@ class ChainEntry:
         return self.spec.api_mode if self.spec else str(getattr(self.fixed_client, "api_mode", ""))
 
     @property
+    def base_url(self) -> str:
+        if self.spec is not None:
+            return self.spec.base_url
+        return str(getattr(self.fixed_client, "base_url", ""))
+
+    @property
     def profile(self) -> ModelProfile:
         """What the model behind this entry accepts (the table's answer plus overrides)."""
         if self.spec is not None:
