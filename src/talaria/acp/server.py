@@ -49,6 +49,11 @@ STEER_METHOD = "talaria/steer"
 `_meta` as `{"talaria": {"steer": true}}`."""
 
 
+REWIND_METHOD = "talaria/rewind"
+"""Back to before a turn (`_talaria/rewind` on the wire): `{sessionId, turn, files?,
+conversation?}`, answered with what was restored, kept and left alone."""
+
+
 def _text_param(params: dict[str, Any], name: str) -> str:
     value = params.get(name)
     if not isinstance(value, str) or not value.strip():
@@ -99,7 +104,7 @@ class TalariaAcpAgent:
                     resume=SessionResumeCapabilities(),
                     close=SessionCloseCapabilities(),
                 ),
-                field_meta={"talaria": {"steer": True, "queue": True}},
+                field_meta={"talaria": {"steer": True, "queue": True, "rewind": True}},
             ),
             agent_info=Implementation(name="talaria", title="talaria", version=__version__),
         )
@@ -193,10 +198,18 @@ class TalariaAcpAgent:
     @reasoned
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """talaria's extension methods (the SDK strips the leading underscore of the wire
-        name): `_talaria/steer` with `{sessionId, text, turnId?}`."""
-        if method != STEER_METHOD:
+        name): `_talaria/steer` with `{sessionId, text, turnId?}`, `_talaria/rewind` with
+        `{sessionId, turn, files?, conversation?}`."""
+        if method not in (STEER_METHOD, REWIND_METHOD):
             raise RequestError.method_not_found(f"_{method}")
         session = self._session(_text_param(params, "sessionId"))
+        if method == REWIND_METHOD:
+            turn, files, conversation = (params.get(k) for k in ("turn", "files", "conversation"))
+            if not isinstance(turn, int) or isinstance(turn, bool):
+                raise invalid("'turn' must be a turn number")
+            if not all(isinstance(v, bool | None) for v in (files, conversation)):
+                raise invalid("'files' and 'conversation' must be true or false")
+            return await session.rewind(turn, files is not False, conversation is not False)
         turn_id = params.get("turnId")
         if turn_id is not None and not isinstance(turn_id, str):
             raise invalid("'turnId' must be a string")

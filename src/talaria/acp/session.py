@@ -216,6 +216,27 @@ class AcpSession:
             raise invalid(str(exc)) from None
         return {"steerId": steer_id, "turnId": turn_id or running}
 
+    async def rewind(self, turn: int, files: bool, conversation: bool) -> dict[str, Any]:
+        """`_talaria/rewind`: back to before turn `turn` (refused while a turn runs)."""
+        from talaria.checkpoints import CheckpointError
+
+        if not self._idle.is_set():
+            raise invalid(f"session {self.id} is running a turn; cancel it before a rewind")
+        try:
+            report = await self.agent.arewind(turn, files=files, conversation=conversation)
+        except KeyError as exc:
+            raise invalid(str(exc.args[0])) from None
+        except (ValueError, RuntimeError, CheckpointError) as exc:
+            raise invalid(str(exc)) from None
+        return {
+            "restored": list(report.restored),
+            "kept": list(report.kept),
+            "leftAlone": list(report.left_alone),
+            "conversation": report.conversation,
+            "undo": report.undo,
+            "summary": report.summary(),
+        }
+
     async def end(self) -> None:
         """`session/close`: stop a running turn (its prompt answers `cancelled`), wait for
         it to finish, then release the agent and everything it holds."""
