@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from talaria.callbacks import CallbackSink, answer_with_callbacks
 from talaria.collector import paused_the_first_time
 from talaria.config import Config
-from talaria.core import Content, Message, TurnResult
 from talaria.events import Event
 from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
@@ -32,6 +31,7 @@ from talaria.turn_stream import TurnEvents
 
 if TYPE_CHECKING:
     from talaria.checkpoints import RewindReport, SessionCheckpoints, TurnSummary
+    from talaria.core import Content, Message, TurnResult
     from talaria.loop.runtime import Runtime
     from talaria.store.base import SessionStore
 
@@ -762,7 +762,7 @@ def _checked_content(message: object) -> Content:
     problem = content_problem(message, may_be_empty=False)
     if problem:
         raise ValueError(f"user_message: {problem}")
-    return cast(Content, message)
+    return cast("Content", message)
 
 
 def _prompt_text(content: Content) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria import events as ev
-from talaria.core import Approver
 from talaria.interaction import Interactions
 from talaria.offload import start_daemon
+
+if TYPE_CHECKING:
+    from talaria.core import Approver
 
 log = logging.getLogger("talaria.callbacks")
 

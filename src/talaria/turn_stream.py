@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from talaria.core import TurnResult
 from talaria.events import Event
+
+if TYPE_CHECKING:
+    from talaria.core import TurnResult
 
 Subscribe = Callable[[Callable[[Event], None], Sequence[str]], Callable[[], None]]
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
 from talaria.core.messages import AssistantMessage, Message, ToolCallDict
+
+if TYPE_CHECKING:
+    from talaria.core.result import UsageDict
 
 
 @dataclass(slots=True)
@@ -28,18 +31,6 @@ class ToolCall:
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
         }
-
-
-class UsageDict(TypedDict):
-    """`Usage` as the turn result and the stores carry it."""
-
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    reasoning_tokens: int
-    total_tokens: int
-    estimated_cost_usd: float | None
 
 
 @dataclass(slots=True)

@@ -7,10 +7,12 @@ log the loop writes through, and the approver a front end or a library user supp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from talaria.core.messages import Message
-from talaria.core.model import ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from talaria.core.model import ModelRequest, ModelResponse
 
 
 class StreamHandler(Protocol):

@@ -8,7 +8,19 @@ helpers below read it, so no call site splits it itself.
 from typing import Literal, NotRequired, TypeAlias, TypedDict, get_args
 
 from talaria.core.messages import Message
-from talaria.core.model import UsageDict
+
+
+class UsageDict(TypedDict):
+    """`Usage` as the turn result and the stores carry it."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    reasoning_tokens: int
+    total_tokens: int
+    estimated_cost_usd: float | None
+
 
 ExitReason: TypeAlias = Literal[
     "running",
