@@ -197,7 +197,33 @@ def cmd_search(params: dict[str, Any]) -> dict[str, Any]:
     return {"samples": samples, "fill_seconds": fill, "queries_with_hits": hits, "messages": stored}
 
 
+def cmd_task(params: dict[str, Any]) -> dict[str, Any]:
+    """One coding task (bench/tasks.py) with the reference's own file and terminal tools, in
+    the task's working directory (its tools resolve paths against TERMINAL_CWD)."""
+    from run_agent import AIAgent
+
+    os.environ["TERMINAL_CWD"] = params["workspace"]
+    os.chdir(params["workspace"])
+    agent = AIAgent(
+        base_url=params["url"],
+        api_key="x",
+        model=params["model"],
+        enabled_toolsets=["file", "terminal"],
+        quiet_mode=True,
+        max_iterations=int(params["max_steps"]),
+    )
+    started = time.monotonic()
+    result = agent.run_conversation(params["prompt"])
+    return {
+        "seconds": time.monotonic() - started,
+        "steps": int(result.get("api_calls") or 0),
+        "answer": result.get("final_response") or "",
+        "error": result.get("error") if result.get("failed") else None,
+    }
+
+
 COMMANDS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "task": cmd_task,
     "loop": cmd_loop,
     "sessions": cmd_sessions,
     "parallel": cmd_parallel,

@@ -1,11 +1,15 @@
 """talaria's side of the loop and sessions benches; run by the interpreter that has talaria.
 
-Usage: python talaria_driver.py <loop|sessions> '<json params>' (see driver_kit). Every agent
-is what `Agent(...)` gives a user (its own session store in one shared home, default config),
-with the bench's one `noop` tool instead of the built-in toolsets; turns are streamed.
+Usage: python talaria_driver.py <loop|sessions|task> '<json params>' (see driver_kit). Every
+agent is what `Agent(...)` gives a user (its own session store in one shared home, default
+config), with the bench's one `noop` tool instead of the built-in toolsets; turns are streamed.
+`task` runs one of bench/tasks.py's coding tasks with the built-in tools instead.
 """
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 import driver_kit
 from common import MODEL
@@ -47,5 +51,27 @@ class TalariaSide(driver_kit.Side):
         return int(result["api_calls"])
 
 
+def cmd_task(params: dict[str, Any]) -> dict[str, Any]:
+    """One coding task (bench/tasks.py) as a user runs one: the built-in tools, approvals off,
+    in the task's working directory, on the local model server."""
+    agent = Agent(
+        model=params["model"],
+        base_url=params["url"],
+        home=params["home"],
+        cwd=params["workspace"],
+        max_iterations=int(params["max_steps"]),
+        config={"approvals.mode": "off"},
+    )
+    started = time.monotonic()
+    with agent:
+        result = agent.run_conversation(params["prompt"])
+    return {
+        "seconds": time.monotonic() - started,
+        "steps": int(result["api_calls"]),
+        "answer": result.get("final_response") or "",
+        "error": result.get("error"),
+    }
+
+
 if __name__ == "__main__":
-    driver_kit.main(driver_kit.coroutine_commands(TalariaSide))
+    driver_kit.main({**driver_kit.coroutine_commands(TalariaSide), "task": cmd_task})

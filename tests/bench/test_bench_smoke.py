@@ -57,6 +57,7 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
         "transport",
         "idle_agents",
         "checkpoints",
+        "tasks",
     ],
 )
 def test_every_bench_module_imports_without_side_effects(name: str) -> None:
@@ -274,3 +275,27 @@ def test_idle_agents_bench_reports_the_cost_of_an_idle_agent(mode: str) -> None:
 def test_checkpoints_bench_snapshots_and_rewinds_the_changed_files() -> None:
     figures = bench("checkpoints").measure(files=300, changed=5, runs=2)
     assert set(figures) == {"first snapshot", "turn snapshot", "turn snapshot cpu", "rewind"}
+
+
+def test_tasks_bench_checks_each_outcome_itself(tmp_path: Path) -> None:
+    """The coding-task bench's talaria side against scripted models: a task done is counted
+    done by its own check, a task claimed but not done is a failure saying what is missing."""
+    from talaria.testing import ScriptedProvider, call, text
+
+    tasks = bench("tasks")
+    hello = next(task for task in tasks.TASKS if task.name == "hello")
+    done = [
+        call("write_file", {"path": "hello.py", "content": "print('Hello, world!')\n"}),
+        call("terminal", {"command": "python hello.py"}),
+        text("It prints Hello, world!"),
+    ]
+    with ScriptedProvider(done) as server:
+        outcome = tasks.run_task(tasks.TALARIA, hello, server.openai_base_url, "scripted-model")
+    assert (outcome["ok"], outcome["steps"]) == (True, 3), outcome
+    with ScriptedProvider([text("Done: hello.py prints Hello, world!")]) as server:
+        outcome = tasks.run_task(tasks.TALARIA, hello, server.openai_base_url, "scripted-model")
+    assert (outcome["ok"], outcome["why"]) == (False, "no hello.py")
+    table = tasks.rows([hello], {"talaria": [outcome], "hermes-agent 0.19": "not installed"})
+    assert [row.metric for row in table][:2] == ["hello", "tasks solved"]
+    assert table[0].talaria.startswith("FAIL (no hello.py), 1 steps")
+    assert table[1].talaria == "0 of 1" and table[1].reference == "not installed"
