@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -145,3 +146,19 @@ def when(condition: Callable[[], object], then: Callable[[], object]) -> threadi
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     return watcher
+
+
+def images_sent(body: dict[str, Any]) -> list[bytes]:
+    """The decoded images of a request body, whatever its wire format."""
+    found = []
+    for item in [*body.get("messages", []), *body.get("input", [])]:
+        content = item.get("content") if isinstance(item, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type")
+            if kind == "image":
+                found.append(base64.b64decode(part["source"]["data"]))
+            elif kind in ("image_url", "input_image"):
+                ref = part["image_url"]
+                url = ref["url"] if isinstance(ref, dict) else ref
+                found.append(base64.b64decode(url.split(";base64,", 1)[1]))
+    return found

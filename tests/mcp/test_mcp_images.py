@@ -3,35 +3,17 @@ three wire formats), and a model that takes none reads the saved file's path."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from helpers import MODES, scripted_agent, tool_results
+from helpers import MODES, images_sent, scripted_agent, tool_results
 from mcp_support import everything
 from talaria.messages.media import media_dir, media_name, saved_marker, with_tool_images
 from talaria.testing import ScriptedProvider, calls, text
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def images_sent(body: dict[str, Any]) -> list[bytes]:
-    """The decoded images of a request body, whatever its wire format."""
-    found = []
-    for item in [*body.get("messages", []), *body.get("input", [])]:
-        content = item.get("content") if isinstance(item, dict) else None
-        for part in content if isinstance(content, list) else []:
-            kind = part.get("type")
-            if kind == "image":
-                found.append(base64.b64decode(part["source"]["data"]))
-            elif kind in ("image_url", "input_image"):
-                ref = part["image_url"]
-                url = ref["url"] if isinstance(ref, dict) else ref
-                found.append(base64.b64decode(url.split(";base64,", 1)[1]))
-    return found
 
 
 @pytest.mark.npm

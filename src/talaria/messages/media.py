@@ -64,6 +64,16 @@ def saved_marker(kind: str, mime: str, size: int, path: Path) -> str:
     return f"[{kind} {mime}: {size} bytes saved to {path}]"
 
 
+def save_image(raw: bytes, mime: str, home: Path) -> str:
+    """Save image bytes (of type `mime`, checked by the caller) in `home`'s media folder and
+    return the marker that shows them to a model that takes images."""
+    folder = media_dir(home)
+    path = folder / media_name(raw, IMAGE_EXTENSIONS[mime])
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw)
+    return saved_marker("image", mime, len(raw), path)
+
+
 def with_tool_images(messages: list[Message], folder: Path) -> list[Message]:
     """`messages` with a user message of image parts after each run of tool results that
     name saved images; the same list when none do (found without building a new one: this

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from talaria.messages.media import MAX_IMAGE_BYTES, image_type, save_image
 from talaria.tools import nofollow
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.write_boundary import check_write, resolve_path
@@ -78,10 +79,29 @@ def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = DEFAULT
     check_window(offset, limit)
     target = _existing_file(path, ctx.cwd)
     with open(target, "rb") as handle:
-        _refuse_binary(target, handle.read(_SNIFF_BYTES))
+        head = handle.read(_SNIFF_BYTES)
+        mime = image_type(head)
+        if mime is not None:
+            return _read_image(target, mime, head + handle.read(MAX_IMAGE_BYTES), ctx)
+        _refuse_binary(target, head)
         handle.seek(0)
         lines = (raw.decode("utf-8", errors="replace").rstrip("\r\n") for raw in handle)
         return number_lines(lines, str(target), offset, limit)
+
+
+def _read_image(path: Path, mime: str, raw: bytes, ctx: ToolContext) -> str:
+    """An image (known by its bytes, not its name) is saved among the home's media, where the
+    loop shows it to a model that takes images; others read the marker's path."""
+    if len(raw) > MAX_IMAGE_BYTES:
+        raise ToolError(
+            f"{path} is a {mime} image over {MAX_IMAGE_BYTES // (1024 * 1024)} MB, "
+            "too large to show to the model"
+        )
+    try:
+        marker = save_image(raw, mime, ctx.home)
+    except OSError as exc:
+        raise ToolError(f"{path} is a {mime} image, but it could not be kept ({exc})") from None
+    return f"{path} is a {mime} image ({len(raw):,} bytes).\n{marker}"
 
 
 def check_window(offset: int, limit: int) -> None:
@@ -452,7 +472,8 @@ READ_FILE_TOOL = Tool(
     name="read_file",
     description=(
         "Read a text file. Returns numbered lines as 'N|text', at most `limit` lines "
-        f"(default {DEFAULT_LIMIT}) from line `offset` (1-based), and says how to read more."
+        f"(default {DEFAULT_LIMIT}) from line `offset` (1-based), and says how to read more. "
+        "A PNG, JPEG, GIF or WebP image is shown to you as an image when you can see images."
     ),
     parameters=_schema(
         {
