@@ -298,7 +298,7 @@ def open_session(
     return SessionHandle(new_id, store, prompt)
 
 
-_READ_ONLY_TOOLSETS = frozenset({"clarify", "todo", "memory", "session_search"})
+_READ_ONLY_TOOLSETS = frozenset({"clarify", "todo", "memory", "session_search", "web"})
 """Toolsets whose tools change no file in the workspace."""
 
 

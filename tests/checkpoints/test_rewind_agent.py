@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from checkpoint_support import tree_hash, turn, workspace_agent
 
+from helpers import scripted_agent
+from talaria.testing import text
 from talaria.testing.server import ScriptedProvider
 
 SCRIPT = 'mkdir -p "gen dir" && echo made > "gen dir/é.txt" && rm "notes/ünï file.txt" && rm -r old'
@@ -133,3 +135,15 @@ def test_files_over_the_cap_and_ignored_folders_are_never_touched(
         assert (work / path).exists(), path
     assert (work / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
     assert not (tmp_path / "work" / ".git" / "index").exists(), "the user's .git is not used"
+
+
+def test_an_agent_whose_tools_cannot_write_takes_no_snapshots(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    home = tmp_path / "talaria"
+    with scripted_agent(provider, home, tools=[], toolsets=["todo", "web"], cwd=tmp_path) as agent:
+        provider.add(text("nothing to change"))
+        agent.chat("look only")
+        (turn,) = agent.checkpoints()
+        assert turn.changed == () and agent.rewind(1, files=False).conversation
+    assert not list((home / "checkpoints").glob("*/roots"))
