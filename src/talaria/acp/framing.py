@@ -19,6 +19,8 @@ from talaria.acp.wire import READ_LIMIT
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+DRAIN_S = 30.0
+"""How long requests already read may still be answered once the editor closes its end."""
 TOO_LONG = object()
 """What `_next_line` returns for a line over the reader's limit (read through and dropped)."""
 
@@ -92,17 +94,26 @@ class CheckedTransport:
         self._reader = reader
         self._writer = writer
         self._lock = asyncio.Lock()
+        self._unanswered: set[Any] = set()
+        self._all_answered = asyncio.Event()
+        self._all_answered.set()
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
         async with self._lock:
             self._writer.write(data)
             await self._writer.drain()
+        if "method" not in message and message.get("id") in self._unanswered:
+            self._unanswered.discard(message["id"])
+            if not self._unanswered:
+                self._all_answered.set()
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
             line = await self._next_line()
-            if line is None:
+            if line is None:  # the editor closed its end: answer what it asked first
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._all_answered.wait(), DRAIN_S)
                 return None
             if line is TOO_LONG:
                 limit = f"{READ_LIMIT // (1024 * 1024)} MiB"
@@ -115,6 +126,9 @@ class CheckedTransport:
                 continue
             message, error = check(line)
             if message is not None:
+                if "method" in message and message.get("id") is not None:
+                    self._unanswered.add(message["id"])
+                    self._all_answered.clear()
                 return message
             if error is not None:
                 await self.send(error)
