@@ -16,6 +16,7 @@ def test_concurrent_turns_on_one_loop_progress_while_a_hook_sleeps(tmp_path: Pat
     import asyncio
 
     slow_started = threading.Event()
+    fast_done = threading.Event()
 
     class SlowGuard:
         def register(self, hooks: Any) -> None:
@@ -23,7 +24,7 @@ def test_concurrent_turns_on_one_loop_progress_while_a_hook_sleeps(tmp_path: Pat
 
         def guard(self, **kwargs: Any) -> None:
             slow_started.set()
-            threading.Event().wait(1.5)
+            fast_done.wait(60)  # held until the other turns finished, if they can meanwhile
 
     finished: list[str] = []
 
@@ -55,6 +56,7 @@ def test_concurrent_turns_on_one_loop_progress_while_a_hook_sleeps(tmp_path: Pat
         slow_task = asyncio.create_task(run(slow, "slow"))
         await asyncio.to_thread(slow_started.wait, 10)
         await asyncio.gather(*(run(agent, f"fast{n}") for n, agent in enumerate(fast)))
+        fast_done.set()
         await slow_task
 
     asyncio.run(main())
