@@ -157,13 +157,24 @@ class ProviderProcess:
     plan: Plan
     delay: float = 0.0
     """Seconds the provider waits before each answer (a model's latency)."""
+    tls: tuple[Path, Path] | None = None
+    """(certificate, key): serve `https://` with them (see `self_signed_certificate`)."""
     url: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
     _proc: subprocess.Popen[str] | None = None
 
     def start(self) -> ProviderProcess:
+        keys = [str(path) for path in self.tls] if self.tls else []
+        env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
         self._proc = subprocess.Popen(
-            [sys.executable, str(BENCH_DIR / "serve.py"), json.dumps(self.plan), str(self.delay)],
+            [
+                sys.executable,
+                str(BENCH_DIR / "serve.py"),
+                json.dumps(self.plan),
+                str(self.delay),
+                *keys,
+            ],
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -199,6 +210,20 @@ class ProviderProcess:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """(certificate, key) for 127.0.0.1, made by the openssl command; clients trust it through
+    SSL_CERT_FILE."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    if not cert.exists():
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+             "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+    return cert, key
 
 
 def unavailable(side: Side) -> str | None:

@@ -12,12 +12,20 @@ starts as a user's second run does: bytecode written, files in the OS cache, and
 user cache (prices, plugin scan; in a temporary TALARIA_CACHE_DIR) filled. Each run's user
 message is unique, which is how the server's arrival times are matched to the run.
 
-Run: python bench/first_request.py [--reps 7] [--no-peers]
+Variants: the endpoint over `http://` or `https://` (the scripted server with a self-signed
+certificate, trusted through SSL_CERT_FILE by every side), each without and with a config file
+in the talaria home. The peers run in the first variant only. `--baseline SRC` adds talaria
+from another checkout's `src` folder as a column of its own (the same runs, interleaved), which
+is how a start-up change is judged against the code before it.
+
+Run: python bench/first_request.py [--reps 7] [--no-peers] [--variants http https ...]
+     [--baseline ../other-checkout/src]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import subprocess
@@ -40,6 +48,7 @@ from common import (
     compile_talaria,
     median,
     report,
+    self_signed_certificate,
     unavailable,
 )
 
@@ -74,6 +83,26 @@ FLOOR = (
     "httpx.post({url!r} + '/chat/completions', json={{'model': {model!r}, "
     "'messages': [{{'role': 'user', 'content': {message!r}}}]}})\n"
 )
+
+TALARIA_CONFIG = """\
+agent: {max_turns: 90, tool_timeout: 600}
+approvals: {mode: manual, timeout: 300}
+command_allowlist: ["git status"]
+compression: {threshold: 0.5}
+sandbox: {mode: workspace-write, network: false}
+telemetry: {enabled: false}
+"""
+"""A config file as a user keeps one: it does not change the one-shot, its reading is timed."""
+
+VARIANTS: dict[str, tuple[str, bool]] = {
+    "http": ("http", False),
+    "https": ("https", False),
+    "http + config": ("http", True),
+    "https + config": ("https", True),
+}
+"""name -> (the endpoint's scheme, whether the talaria home holds a config file)."""
+
+BASELINE = "baseline"
 
 HERMES_CONFIG = "model:\n  provider: custom\n  base_url: {url}\n  default: {model}\n  api_key: x\n"
 """`hermes chat -q` takes its endpoint from config (it ignores OPENAI_BASE_URL)."""
@@ -136,15 +165,23 @@ def one_run(
 
 
 def measure(
-    commands: dict[str, Command | str], runs: int, url: str, provider: ProviderProcess
+    commands: dict[str, Command | str],
+    runs: int,
+    url: str,
+    provider: ProviderProcess,
+    extra_env: dict[str, str],
+    config: bool = False,
+    baseline: str | None = None,
 ) -> dict[str, Figures | str]:
     """Median figures per side, runs interleaved; a str command is the reason the side
-    cannot run."""
+    cannot run. The side `baseline` runs talaria from the `baseline` src folder."""
     samples: dict[str, list[Figures]] = {name: [] for name in commands}
     with tempfile.TemporaryDirectory(prefix="bench-first-") as home:
         for own in ("talaria", "hermes"):
             Path(home, own).mkdir()
         Path(home, "hermes", "config.yaml").write_text(HERMES_CONFIG.format(url=url, model=MODEL))
+        if config:
+            Path(home, "talaria", "config.yaml").write_text(TALARIA_CONFIG)
         env = {
             **os.environ,
             "TALARIA_HOME": f"{home}/talaria",
@@ -152,13 +189,18 @@ def measure(
             "HERMES_HOME": f"{home}/hermes",
             "OPENAI_BASE_URL": url,
             "OPENAI_API_KEY": "x",
+            **extra_env,
         }
+        env.pop("PYTHONPATH", None)
+        envs = {name: env for name in commands}
+        if baseline is not None:
+            envs[BASELINE] = {**env, "PYTHONPATH": baseline, "TALARIA_CACHE_DIR": f"{home}/cache2"}
         for index in range(-1, runs):  # round -1 is not counted: every side starts warm
             for name, command in commands.items():
                 if isinstance(command, str):
                     continue
                 message = f"first-request {name} {index}"
-                figures = one_run(provider, command(url, message), message, env, home)
+                figures = one_run(provider, command(url, message), message, envs[name], home)
                 if index >= 0:
                     samples[name].append(figures)
     return {
@@ -173,10 +215,12 @@ def measure(
     }
 
 
-def _library_commands(peers: bool) -> dict[str, Command | str]:
+def _library_commands(peers: bool, baseline: str | None = None) -> dict[str, Command | str]:
     commands: dict[str, Command | str] = {
         TALARIA.key: library_command(TALARIA.python, LIBRARY[TALARIA.key])
     }
+    if baseline is not None:
+        commands[BASELINE] = library_command(TALARIA.python, LIBRARY[TALARIA.key])
     for side in PEERS:
         reason = unavailable(side) if peers else "skipped"
         commands[side.key] = reason or library_command(side.python, LIBRARY[side.key])
@@ -184,28 +228,50 @@ def _library_commands(peers: bool) -> dict[str, Command | str]:
     return commands
 
 
-def run(reps: int = 7, peers: bool = True) -> list[Row]:
+def run(
+    reps: int = 7,
+    peers: bool = True,
+    variants: tuple[str, ...] = tuple(VARIANTS),
+    baseline: str | None = None,
+) -> list[Row]:
+    """Rows for each variant; the first variant's rows keep their plain names (run_all's
+    targets read them), the others' start with the variant's name."""
     notes: dict[str, Any] = {"runs": reps, "statistic": "median, runs interleaved"}
+    if baseline is not None:
+        notes["baseline"] = f"talaria from {baseline}"
     compile_talaria()
-    library = _library_commands(peers)
-    cli: dict[str, Command | str] = {
-        TALARIA.key: talaria_cli,
-        HERMES.key: (unavailable(HERMES) or hermes_cli) if peers else "skipped",
-    }
-    with ProviderProcess([]) as provider:
-        lib = measure(library, reps, provider.url, provider)
-        chat = measure(cli, reps, provider.url, provider)
-    for name, value in {**lib, **chat}.items():
-        if isinstance(value, str):
-            notes[name] = value
-    rows = [
-        _row("library: process start to first request", lib, 0),
-        _row("library: process start to exit (one answer)", lib, 1),
-        _row("library: CPU of the whole process", lib, 2),
-        _row("`chat -q`: process start to first request", chat, 0),
-        _row("`chat -q`: process start to exit (one answer)", chat, 1),
-        _row("`chat -q`: CPU of the whole process", chat, 2),
-    ]
+    if baseline is not None:
+        compileall.compile_dir(baseline, quiet=1)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-tls-") as keys:
+        for number, name in enumerate(variants):
+            scheme, config = VARIANTS[name]
+            tls = self_signed_certificate(Path(keys)) if scheme == "https" else None
+            extra_env = {"SSL_CERT_FILE": str(tls[0])} if tls else {}
+            with_peers = peers and number == 0
+            library = _library_commands(with_peers, baseline)
+            cli: dict[str, Command | str] = {
+                TALARIA.key: talaria_cli,
+                HERMES.key: (unavailable(HERMES) or hermes_cli) if with_peers else "skipped",
+            }
+            if baseline is not None:
+                cli[BASELINE] = talaria_cli
+            with ProviderProcess([], tls=tls) as provider:
+                lib = measure(library, reps, provider.url, provider, extra_env, config, baseline)
+                chat = measure(cli, reps, provider.url, provider, extra_env, config, baseline)
+            for side, value in {**lib, **chat}.items():
+                if isinstance(value, str) and number == 0:
+                    notes[side] = value
+            prefix = "" if number == 0 else f"{name}: "
+            rows += [
+                _row(f"{prefix}library: process start to first request", lib, 0),
+                _row(f"{prefix}library: process start to exit (one answer)", lib, 1),
+                _row(f"{prefix}library: CPU of the whole process", lib, 2),
+                _row(f"{prefix}`chat -q`: process start to first request", chat, 0),
+                _row(f"{prefix}`chat -q`: process start to exit (one answer)", chat, 1),
+                _row(f"{prefix}`chat -q`: CPU of the whole process", chat, 2),
+            ]
+    notes["variants"] = ", ".join(variants) + " (the first without a prefix)"
     report("first_request", "Process start to first request (fresh process each run)", rows, notes)
     return rows
 
@@ -218,6 +284,8 @@ def _row(metric: str, figures: dict[str, Figures | str], index: int) -> Row:
         return value if isinstance(value, str) else value[index]
 
     peers = {side.label: cell(side.key) for side in PEERS[1:]}
+    if BASELINE in figures:
+        peers[BASELINE] = cell(BASELINE)
     return Row(metric, cell(TALARIA.key), cell(HERMES.key), cell("floor"), "s", peers)
 
 
@@ -225,8 +293,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--baseline", help="the src folder of another talaria checkout")
     args = parser.parse_args()
-    run(args.reps, peers=not args.no_peers)
+    baseline = str(Path(args.baseline).resolve()) if args.baseline else None
+    run(args.reps, peers=not args.no_peers, variants=tuple(args.variants), baseline=baseline)
 
 
 if __name__ == "__main__":

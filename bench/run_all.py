@@ -1,14 +1,16 @@
-"""Run every side-by-side bench in turn, then check the figures against the project's targets
-and print PASS or FAIL for each (figures only: nothing here is a test).
+"""Run every side-by-side bench in turn, then check the figures against the project's targets and
+print PASS or FAIL for each (figures only: nothing here is a test).
 
-Targets (performance issue #19): process start to first request at most 0.3 s, for the
-library and for `talaria chat -q`; per step at most 1.5x the raw-httpx floor measured in the
-same run, and flat in history length (steps 41-150 cost at most 1.25x steps 3-40, or 1.1x the
-floor's own growth if that is larger); 1,000 sessions in one process with zero failures, CPU
-per step at most 1.5x the sequential per-step cost, at most 20 threads and at most 200 KB per
-idle agent. From earlier issues: persistence flat from 10 to 5,000 messages (the largest
-session's append at most 1.5x the smallest's) and session_search over 100,000 messages under
-50 ms median. Takes ~20 minutes on 2 cores with every peer installed (setup_peers.sh).
+Targets (performance issue #19): process start to first request at most 0.3 s, for the library
+and for `talaria chat -q`, and (issue #29) at most 1.2x the floor's (a bare interpreter that
+posts once) on an `http://` and on an `https://` endpoint alike, with a config file; per step at
+most 1.5x the raw-httpx floor measured in the same run, and flat in history length (steps 41-150
+cost at most 1.25x steps 3-40, or 1.1x the floor's own growth if that is larger); 1,000 sessions
+in one process with zero failures, CPU per step at most 1.5x the sequential per-step cost, at
+most 20 threads and at most 200 KB per idle agent. From earlier issues: persistence flat from 10
+to 5,000 messages (the largest session's append at most 1.5x the smallest's) and session_search
+over 100,000 messages under 50 ms median. Takes ~20 minutes on 2 cores with every peer installed
+(setup_peers.sh).
 
 Run: python bench/run_all.py [--no-peers] [--sessions 10 100 1000]
 """
@@ -34,6 +36,8 @@ FLAT = 1.5
 START = 0.3
 """Seconds from process start to the first request."""
 FLOOR_FACTOR = 1.5
+FLOOR_START = 1.2
+"""Process start to first request, over the floor's in the same variant (issue #29)."""
 LATE_EARLY = 1.25
 """Later steps' cost over earlier steps' still counted as flat in history length."""
 
@@ -70,6 +74,20 @@ def _flat_in_history(rows: Sequence[Row]) -> Verdict:
     return row.talaria <= limit, (
         f"later steps cost {row.talaria:.2f}x the earlier ones, the "
         f"floor's {row.floor:.2f}x (want <= {limit:.2f}x)"
+    )
+
+
+def _start_near_floor(rows: Sequence[Row], prefix: str) -> Verdict:
+    row = _row(rows, prefix)
+    floor = _row(rows, prefix.replace("`chat -q`", "library"))
+    if row is None or floor is None:
+        return None, "not measured"
+    ours, bare = row.talaria, floor.floor
+    if not isinstance(ours, float) or not isinstance(bare, float):
+        return None, "not measured"
+    factor = ours / bare
+    return factor <= FLOOR_START, (
+        f"{ours:.3f} s = {factor:.2f}x the floor's {bare:.3f} s (want <= {FLOOR_START}x)"
     )
 
 
@@ -114,6 +132,15 @@ def targets(
         "`talaria chat -q`: process start to first request <= 0.3 s": lambda: _at_most(
             _row(start, "`chat -q`: process start to first"), START, " s"
         ),
+        **{
+            f"{side}, {variant}: first request <= 1.2x the floor": (
+                lambda side=side, variant=variant: _start_near_floor(
+                    start, f"{variant}: {side}: process start to first"
+                )
+            )
+            for variant in ("http + config", "https + config")
+            for side in ("library", "`chat -q`")
+        },
         "per step <= 1.5x the raw-httpx floor (40 steps)": lambda: _near_floor(loop),
         "per step flat in history length (150 steps)": lambda: _flat_in_history(loop),
         f"{count:,} sessions: zero failures": lambda: _at_most(_row(many, f"{n}: failures"), 0),

@@ -5,6 +5,7 @@ in its own process so the server never competes with the measured agent for the 
 The line `arrivals` on stdin is answered with one JSON line: for each first user message seen
 since the last such line, the wall-clock time (time.time()) its first request arrived, which
 is how a bench times a fresh process from its start to its first request.
+With a certificate and key after the plan and the delay, it serves `https://`.
 Validation is off (strict=False): the bench measures speed, and the scripted server's strict
 checks reject fields the reference sends (e.g. `name` on tool messages).
 """
@@ -68,7 +69,13 @@ def main() -> None:
         arrivals.record(body)
         return step_for(plan, body, delay)
 
-    provider = ScriptedProvider(script=Script(fallback=answer), strict=False)
+    tls = None
+    if len(sys.argv) > 4:  # a certificate and its key: serve https://
+        import ssl
+
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(sys.argv[3], sys.argv[4])
+    provider = ScriptedProvider(script=Script(fallback=answer), strict=False, ssl_context=tls)
     with provider:
         print(provider.openai_base_url, flush=True)
         for line in sys.stdin:

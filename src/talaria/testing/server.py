@@ -16,7 +16,7 @@ import threading
 from dataclasses import field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.testing.script import (
     Drop,
@@ -32,6 +32,9 @@ from talaria.testing.script import (
 )
 from talaria.testing.wire_base import WireFormat, prompt_tokens
 from talaria.values import mutable
+
+if TYPE_CHECKING:
+    import ssl
 
 ROUTES: dict[str, str] = {
     "/v1/chat/completions": "talaria.testing.wire_chat",
@@ -75,6 +78,9 @@ class ScriptedProvider:
     ``GET /props`` and ``GET /slots`` report that window, ``GET /v1/models`` only the training
     context (``context_length``), and a prompt over the window gets llama.cpp's 400
     ``exceed_context_size_error`` (without consuming a step).
+
+    With ``ssl_context`` (a server-side context holding a certificate) it serves ``https://``,
+    for testing what a TLS endpoint costs or requires.
     """
 
     def __init__(
@@ -86,12 +92,14 @@ class ScriptedProvider:
         model: str = "scripted-model",
         context_length: int = 128_000,
         n_ctx: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.script = script if script is not None else Script(steps)
         self.strict = strict
         self.model = model
         self.context_length = context_length
         self.n_ctx = n_ctx
+        self.ssl_context = ssl_context
         self.overflows = 0
         """Requests refused because their prompt was over ``n_ctx``."""
         self.requests: list[RecordedRequest] = []
@@ -108,7 +116,8 @@ class ScriptedProvider:
         if self._httpd is None:
             raise RuntimeError("ScriptedProvider is not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        scheme = "http" if self.ssl_context is None else "https"
+        return f"{scheme}://{host!s}:{port}"
 
     @property
     def openai_base_url(self) -> str:
@@ -135,6 +144,8 @@ class ScriptedProvider:
         httpd.daemon_threads = True
         httpd.block_on_close = False
         httpd.provider = self  # type: ignore[attr-defined]
+        if self.ssl_context is not None:
+            httpd.socket = self.ssl_context.wrap_socket(httpd.socket, server_side=True)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
