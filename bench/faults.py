@@ -1,4 +1,4 @@
-"""What the faults of issue 11 cost a user, through the real `talaria -p`: seconds from a
+"""What the faults of docs/faults.md cost a user, through the real `talaria -p`: seconds from a
 SIGTERM during `sleep 300` to the exit (inside bubblewrap and with full-access), a run against
 a database another process keeps locked (`store.lock_timeout`, default 10 s) beside a run
 refused at once (its start-up), and a turn whose model streams forever (`model.total_timeout` 2 s,

@@ -234,7 +234,7 @@ def run(
     variants: tuple[str, ...] = tuple(VARIANTS),
     baseline: str | None = None,
 ) -> list[Row]:
-    """Rows for each variant; the first variant's rows keep their plain names (run_all's
+    """Rows for each variant; the plain `http` variant's rows keep their plain names (run_all's
     targets read them), the others' start with the variant's name."""
     notes: dict[str, Any] = {"runs": reps, "statistic": "median, runs interleaved"}
     if baseline is not None:
@@ -262,7 +262,7 @@ def run(
             for side, value in {**lib, **chat}.items():
                 if isinstance(value, str) and number == 0:
                     notes[side] = value
-            prefix = "" if number == 0 else f"{name}: "
+            prefix = "" if name == "http" else f"{name}: "
             rows += [
                 _row(f"{prefix}library: process start to first request", lib, 0),
                 _row(f"{prefix}library: process start to exit (one answer)", lib, 1),
@@ -271,7 +271,7 @@ def run(
                 _row(f"{prefix}`chat -q`: process start to exit (one answer)", chat, 1),
                 _row(f"{prefix}`chat -q`: CPU of the whole process", chat, 2),
             ]
-    notes["variants"] = ", ".join(variants) + " (the first without a prefix)"
+    notes["variants"] = ", ".join(variants) + " (peers in the first only)"
     report("first_request", "Process start to first request (fresh process each run)", rows, notes)
     return rows
 
@@ -297,6 +297,8 @@ def main() -> None:
     parser.add_argument("--baseline", help="the src folder of another talaria checkout")
     args = parser.parse_args()
     baseline = str(Path(args.baseline).resolve()) if args.baseline else None
+    if baseline and not Path(baseline, "talaria", "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no talaria package in that folder")
     run(args.reps, peers=not args.no_peers, variants=tuple(args.variants), baseline=baseline)
 
 

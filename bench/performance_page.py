@@ -23,6 +23,7 @@ PAGE = BENCH_DIR.parent / "docs" / "performance.md"
 ORDER = (
     "loop_overhead",
     "first_request",
+    "first_request_variants",
     "sessions",
     "persistence",
     "session_search",

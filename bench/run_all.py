@@ -1,8 +1,8 @@
 """Run every side-by-side bench in turn, then check the figures against the project's targets and
 print PASS or FAIL for each (figures only: nothing here is a test).
 
-Targets (performance issue #19): process start to first request at most 0.3 s, for the library
-and for `talaria chat -q`, and (issue #29) at most 1.2x the floor's (a bare interpreter that
+Targets: process start to first request at most 0.3 s, for the library
+and for `talaria chat -q`, and at most 1.2x the floor's (a bare interpreter that
 posts once) on an `http://` and on an `https://` endpoint alike, with a config file; per step at
 most 1.5x the raw-httpx floor measured in the same run, and flat in history length (steps 41-150
 cost at most 1.25x steps 3-40, or 1.1x the floor's own growth if that is larger); 1,000 sessions
@@ -37,7 +37,7 @@ START = 0.3
 """Seconds from process start to the first request."""
 FLOOR_FACTOR = 1.5
 FLOOR_START = 1.2
-"""Process start to first request, over the floor's in the same variant (issue #29)."""
+"""Process start to first request, over the floor's in the same variant."""
 LATE_EARLY = 1.25
 """Later steps' cost over earlier steps' still counted as flat in history length."""
 

@@ -46,9 +46,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'talaria' has no attribute {name!r}") from None
     import importlib
 
-    from talaria.collector import collector_paused
-
-    with collector_paused():
-        value = getattr(importlib.import_module(module_name), attribute)
+    value = getattr(importlib.import_module(module_name), attribute)
     globals()[name] = value
     return value

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from talaria.callbacks import CallbackSink, answer_with_callbacks
-from talaria.collector import paused_the_first_time
 from talaria.config import Config
 from talaria.events import Event
 from talaria.interaction import Interactions, Request
@@ -259,11 +258,10 @@ class Agent:
         conversation_history: Sequence[Mapping[str, Any]] | None,
         task_id: str | None,
     ) -> TurnResult:
-        with paused_the_first_time("turn imports"):
-            from talaria.assembly import agent_services
-            from talaria.loop.turn import busy_result, result_dict, run_turn
-            from talaria.store.base import SessionBusy
-            from talaria.tools.process_tracking import kill_owned
+        from talaria.assembly import agent_services
+        from talaria.loop.turn import busy_result, result_dict, run_turn
+        from talaria.store.base import SessionBusy
+        from talaria.tools.process_tracking import kill_owned
 
         self._interrupt.clear()
         runtime, session = await self._opened(system_message, conversation_history)
@@ -639,11 +637,10 @@ class Agent:
 
     def _ensure_runtime(self) -> Runtime:
         if self._runtime is None:
-            with paused_the_first_time("assembly"):  # the first one imports most
-                from talaria.assembly import assemble_runtime
+            from talaria.assembly import assemble_runtime
 
-                self._runtime = assemble_runtime(self, self._interrupt)
-                self._runtime.steering = self._steering.inbox
+            self._runtime = assemble_runtime(self, self._interrupt)
+            self._runtime.steering = self._steering.inbox
         return self._runtime
 
     async def astart_session(self) -> str:

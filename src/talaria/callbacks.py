@@ -1,4 +1,4 @@
-"""The seed's callbacks, as adapters over engine events.
+"""The callbacks of the agent's constructor, as adapters over engine events.
 
 `stream_delta_callback(delta)` and `reasoning_callback(text)` get plain strings; the others get
 the event object itself. A callback that raises is logged and ignored: a UI bug must not end a

@@ -14,7 +14,7 @@ import copy
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,7 +28,6 @@ from talaria.config_schema import (
     suggestion,
 )
 from talaria.config_schema import unknown_keys as schema_unknown_keys
-from talaria.values import mutable
 
 __all__ = ["DEFAULTS", "Config", "ConfigError", "default_home"]
 
@@ -162,7 +161,7 @@ def _environment_layer(env: Mapping[str, str]) -> dict[str, Any]:
     return layer
 
 
-@mutable
+@dataclass
 class Config:
     """Merged settings with dotted access (`config.get("compression.threshold")`)."""
 

@@ -13,10 +13,9 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
-
-from talaria.values import frozen
 
 API_MODES = ("chat_completions", "codex_responses", "anthropic_messages")
 
@@ -25,7 +24,7 @@ class ConfigError(ValueError):
     """The configuration cannot be used as written (one line: where, which key, what is wrong)."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Rule:
     """What one key accepts: `check` returns None when the value is fine, else what it
     expected (`None` is accepted only where the default is None: "not set")."""
@@ -340,7 +339,7 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Problem:
     """One setting that cannot be used, said as one line."""
 

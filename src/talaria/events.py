@@ -1,19 +1,17 @@
 """Typed events: the protocol between the engine and every UI (CLI, ACP, HTTP).
 
-The engine emits these and nothing else; the seed's callbacks are adapters over them
+The engine emits these and nothing else; the constructor's callbacks are adapters over them
 (`talaria.callbacks`). Events carry data only, no behaviour.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
-from talaria.values import frozen
 
-
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class TurnStarted:
     """A turn began: the user's message is in the session."""
 
@@ -22,7 +20,7 @@ class TurnStarted:
     user_message: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class StatusChanged:
     """thinking | streaming | executing_tools | compressing | retrying | fallback | idle"""
 
@@ -30,35 +28,35 @@ class StatusChanged:
     detail: str = ""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ThinkingStarted:
     """A model call of the turn began (iteration counts from 1)."""
 
     iteration: int
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ThinkingStopped:
     """That model call's answer is complete."""
 
     iteration: int
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class TextDelta:
     """A piece of the answer as it streams in."""
 
     text: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ReasoningDelta:
     """A piece of the model's visible reasoning as it streams in."""
 
     text: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallGenerated:
     """A tool call was parsed from the model's output (its arguments may still be arriving)."""
 
@@ -67,7 +65,7 @@ class ToolCallGenerated:
     name: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ToolStarted:
     """A tool call is about to run, with the arguments it runs with."""
 
@@ -77,7 +75,7 @@ class ToolStarted:
     phase: str = "start"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ToolFinished:
     """A tool call ended; `result` is what the model will read."""
 
@@ -89,7 +87,7 @@ class ToolFinished:
     phase: str = "end"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ApprovalRequested:
     """A tool call needs a human's yes. Answer with `agent.respond(request_id, decision)`,
     decision one of `choices`; a `session`/`always` grant remembers `pattern` (the exact command
@@ -106,7 +104,7 @@ class ApprovalRequested:
     kind: str = "approval"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ClarifyRequested:
     """The model asks the user a question. Answer with `agent.respond(request_id, text)`."""
 
@@ -117,7 +115,7 @@ class ClarifyRequested:
     kind: str = "clarify"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class RequestResolved:
     """A pending request got its answer (from any front end)."""
 
@@ -126,7 +124,7 @@ class RequestResolved:
     answer: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class RequestWithdrawn:
     """A pending request lapsed without an answer; every front end clears its prompt.
     reason: timeout | interrupted | turn_ended."""
@@ -136,7 +134,7 @@ class RequestWithdrawn:
     reason: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class StepFinished:
     """One model call and the tools it asked for are done."""
 
@@ -146,7 +144,7 @@ class StepFinished:
     text: str | None = None
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Notice:
     """Something the user should know that is not part of the answer (a retry, a fallback,
     a repaired history, a refused memory write)."""
@@ -155,7 +153,7 @@ class Notice:
     message: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class SessionContinued:
     """The conversation continues in session `session_id` (compression started a child of
     `previous_id`, which keeps the full history). What belongs to the session (its id in the
@@ -165,7 +163,7 @@ class SessionContinued:
     session_id: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The turn ended; `exit_reason` says how (text_response, interrupted, failed:..., ...)."""
 
@@ -174,7 +172,7 @@ class TurnFinished:
     api_calls: int
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class SteerAccepted:
     """A steer reached the running turn: it goes to the model with the turn's next call."""
 
@@ -183,7 +181,7 @@ class SteerAccepted:
     task_id: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class SteerDelivered:
     """Steers were added to the conversation (after the tool results) for model call
     `iteration` of turn `task_id`."""
@@ -193,7 +191,7 @@ class SteerDelivered:
     task_id: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class MessageQueued:
     """A message waits to run as a turn of its own (`position` counts from 1);
     `from_steer`: a steer that came after the turn's last model call, or between turns."""
@@ -204,7 +202,7 @@ class MessageQueued:
     from_steer: bool = False
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class QueuedMessageStarted:
     """A queued message's turn begins (its TurnStarted follows)."""
 

@@ -14,6 +14,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from talaria.events import (
     ApprovalRequested,
@@ -22,7 +23,6 @@ from talaria.events import (
     RequestResolved,
     RequestWithdrawn,
 )
-from talaria.values import mutable
 
 Request = ApprovalRequested | ClarifyRequested
 REQUEST_KINDS = ("approval", "clarify")
@@ -37,7 +37,7 @@ class RequestLapsed(Exception):
         self.reason = reason
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class _Pending:
     """An open request and where its answer must be delivered."""
 

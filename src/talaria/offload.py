@@ -21,9 +21,8 @@ import contextvars
 import functools
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
-
-from talaria.values import mutable
 
 T = TypeVar("T")
 
@@ -51,7 +50,7 @@ Deliver = Callable[[Any, BaseException | None], None]
 """How a worker hands back a job's outcome: (result, None) or (None, the exception)."""
 
 
-@mutable(slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class _Job:
     """One blocking call waiting for a worker of a lane."""
 

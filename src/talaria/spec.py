@@ -10,12 +10,11 @@ or a provider.
 from __future__ import annotations
 
 import copy
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from talaria.config import Config
-from talaria.values import frozen
 
 if TYPE_CHECKING:
     from talaria.loop.runtime import ToolSource
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from talaria.tools.base import Tool
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ModelChoice:
     """The primary model as the caller named it; unset parts come from the configuration.
     `model` may also be a ready client (anything with `complete`)."""
@@ -35,7 +34,7 @@ class ModelChoice:
     api_mode: str | None = None
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     """A frozen description of an agent; the parts that live while it runs (its session,
     event listeners, pending requests) stay on the `Agent`."""

@@ -25,12 +25,10 @@ LAYERS: dict[str, int] = {
     # The contract: messages, model types, the turn result, the engine's protocols.
     "core": CORE,
     # Small utilities without knowledge of agents or models.
-    "values": SUPPORT,
     "fastjson": SUPPORT,
     "offload": SUPPORT,
     "interrupt": SUPPORT,
     "user_cache": SUPPORT,
-    "collector": SUPPORT,
     "events": SUPPORT,
     "interaction": SUPPORT,
     "callbacks": SUPPORT,

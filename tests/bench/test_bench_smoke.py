@@ -138,8 +138,11 @@ def test_a_session_that_fails_or_stops_early_counts_as_a_failure() -> None:
 
 
 def test_first_request_bench_times_the_library_and_the_cli(tmp_path: Path) -> None:
-    rows = bench("first_request").run(reps=1, peers=False)
-    assert [row.metric.split(":")[0] for row in rows] == ["library"] * 3 + ["`chat -q`"] * 3
+    rows = bench("first_request").run(reps=1, peers=False, variants=("http", "https + config"))
+    sides = ["library"] * 3 + ["`chat -q`"] * 3
+    assert [row.metric.split(": ")[0] for row in rows[:6]] == sides
+    assert [row.metric.split(": ")[1] for row in rows[6:]] == sides
+    assert all(row.metric.startswith("https + config: ") for row in rows[6:])
     for row in rows:
         assert isinstance(row.talaria, float) and row.talaria > 0
         assert row.reference == "skipped"
@@ -155,6 +158,10 @@ def test_targets_say_pass_or_fail_from_the_figures() -> None:
     start = [
         row("library: process start to first request", 0.25, unit="s"),
         row("`chat -q`: process start to first request", 0.5, unit="s"),
+        row("http + config: library: process start to first request", 0.3, floor=0.3, unit="s"),
+        row("http + config: `chat -q`: process start to first request", 0.3, unit="s"),
+        row("https + config: library: process start to first request", 0.3, floor=0.2, unit="s"),
+        row("https + config: `chat -q`: process start to first request", 0.2, unit="s"),
     ]
     loop = [
         row("marginal wall time per step, steps 3-40", 0.003, floor=0.0015),
@@ -177,10 +184,11 @@ def test_targets_say_pass_or_fail_from_the_figures() -> None:
         "`talaria chat -q`: process start to first request <= 0.3 s",
         "per step <= 1.5x the raw-httpx floor (40 steps)",
         "1,000 sessions: at most 200 KB per idle agent",
+        "library, https + config: first request <= 1.2x the floor",
     }
     assert {name for name, met in verdicts.items() if met is False} == failing
     assert all(met is True for name, met in verdicts.items() if name not in failing)
-    assert len(verdicts) == 10
+    assert len(verdicts) == 14
 
 
 def test_transport_bench_runs_every_client_through_the_loop(tmp_path: Path) -> None:

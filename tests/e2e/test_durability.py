@@ -1,4 +1,5 @@
-"""Invariants 2 and 3 through a whole Agent: a stable prompt prefix, and nothing lost on kill -9."""
+"""Stable prefix and nothing lost (docs/architecture.md) through a whole Agent, a kill -9
+included."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def _prefix(body: dict[str, Any]) -> str:
 
 
 def test_system_prompt_and_tools_are_byte_identical_across_turns(tmp_path: Path) -> None:
-    """Invariant 2: even a memory write mid-session does not touch the prompt prefix (the
+    """Stable prefix: even a memory write mid-session does not touch the prompt prefix (the
     snapshot is frozen at session start and shows up in the next session)."""
     remember = calls(
         ("memory", {"action": "add", "target": "user", "content": "Prefers tabs over spaces."})

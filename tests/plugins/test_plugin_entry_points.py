@@ -8,16 +8,13 @@ differently), through a real Agent whose plugins' tools reach the scripted model
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import textwrap
 from importlib import metadata
 from pathlib import Path
 
-import pytest
-
 from helpers import run_python
-from talaria.plugins.entry_points import CACHE_FILE, entry_points
+from talaria.plugins.entry_points import entry_points
 from talaria.testing import ScriptedProvider, text
 
 
@@ -136,65 +133,3 @@ def test_a_zip_archive_on_the_path_is_read_through_importlib_metadata(tmp_path: 
     finally:
         sys.path.remove(str(archive))
     assert ("zipped", "zipped_mod") in found
-
-
-SCAN = """
-import json, site, sys
-site.addsitedir(sys.argv[1])
-from talaria.plugins.entry_points import entry_points
-print(json.dumps([[e.name, e.value] for e in entry_points("talaria.plugins")]))
-"""
-
-
-def _scan(site_dir: Path) -> list[list[str]]:
-    found: list[list[str]] = json.loads(run_python(SCAN, str(site_dir), cwd=site_dir))
-    return found
-
-
-def test_a_plugin_installed_or_removed_after_a_scan_is_seen_by_the_next_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A later process reads what a scan found from the cache while the path's folders are
-    as they were; installing or removing a distribution changes its folder."""
-    monkeypatch.setenv("TALARIA_CACHE_DIR", str(tmp_path / "cache"))
-    site_dir = tmp_path / "site"
-    site_dir.mkdir()
-    assert _scan(site_dir) == []
-    assert (tmp_path / "cache" / CACHE_FILE).exists()
-
-    _distribution(site_dir, "late_plugin-1.0.dist-info", "[talaria.plugins]\nlate = late_mod\n")
-    assert _scan(site_dir) == [["late", "late_mod"]]
-    assert _scan(site_dir) == [["late", "late_mod"]]
-
-    shutil.rmtree(site_dir / "late_plugin-1.0.dist-info")
-    assert _scan(site_dir) == []
-
-
-@pytest.mark.parametrize(
-    "garbage", ["", "[1, 2]", '{"path": [], "groups": {"talaria.plugins": 3}}']
-)
-def test_a_damaged_cache_reads_as_no_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, garbage: str
-) -> None:
-    monkeypatch.setenv("TALARIA_CACHE_DIR", str(tmp_path))
-    expected = [(e.name, e.value) for e in metadata.entry_points(group="console_scripts")]
-    (tmp_path / CACHE_FILE).write_text(garbage)
-
-    assert [(e.name, e.value) for e in entry_points("console_scripts")] == expected
-    assert [(e.name, e.value) for e in entry_points("console_scripts")] == expected
-
-
-@pytest.mark.parametrize(
-    "groups", [[], {"console_scripts": {"a": "b"}}, {"console_scripts": [[1]]}]
-)
-def test_a_damaged_entry_for_this_very_path_reads_as_no_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, groups: object
-) -> None:
-    from talaria.plugins.entry_points import _path_identity
-
-    monkeypatch.setenv("TALARIA_CACHE_DIR", str(tmp_path))
-    expected = [(e.name, e.value) for e in metadata.entry_points(group="console_scripts")]
-    damaged = {"path": _path_identity(sys.path), "groups": groups}
-    (tmp_path / CACHE_FILE).write_text(json.dumps(damaged))
-
-    assert [(e.name, e.value) for e in entry_points("console_scripts")] == expected

@@ -1,4 +1,4 @@
-"""API-mode and endpoint resolution: the seed's order, defaults and environment."""
+"""API-mode and endpoint resolution: the documented order, defaults and environment."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.transport.sse import Event, events, json_events
 from talaria.providers.wire.anthropic_messages import AnthropicMessagesClient
 from talaria.providers.wire.chat_completions import ChatCompletionsClient
-from talaria.testing import Fail, Reply, ScriptedProvider
+from talaria.testing import Fail, Reply, ScriptedProvider, text
+from tls_support import server_context
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -370,24 +371,10 @@ def test_http_proxy_and_no_proxy_from_the_environment(
 def h2_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
     """An HTTPS server that speaks HTTP/2 when the client offers it (self-signed certificate
     for 127.0.0.1); it records the protocol each connection chose."""
-    import shutil
     import socket
-    import ssl
     import threading
 
-    if shutil.which("openssl") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("openssl is required for the HTTP/2 test (apt-get install openssl)")
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
+    context, cert = server_context(tmp_path)
     context.set_alpn_protocols(["h2", "http/1.1"])
     listener = socket.create_server(("127.0.0.1", 0))
     chosen: list[str] = []
@@ -430,7 +417,7 @@ def _answer_h2(tls: Any) -> None:
         tls.sendall(connection.data_to_send())
 
 
-def test_https_speaks_http2_when_the_server_offers_it(
+def test_https_speaks_http2_when_asked_and_the_server_offers_it(
     h2_server: tuple[str, Path, list[str]],
 ) -> None:
     url, cert, chosen = h2_server
@@ -451,7 +438,12 @@ print(asyncio.run(main()))
 """
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "PYTHONPATH": str(REPO / "src"), "SSL_CERT_FILE": str(cert)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO / "src"),
+            "SSL_CERT_FILE": str(cert),
+            "TALARIA_HTTP2": "1",
+        },
         capture_output=True,
         text=True,
         timeout=60,
@@ -460,6 +452,52 @@ print(asyncio.run(main()))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['canned', 'canned']"
     assert chosen == ["h2"], "two calls, one HTTP/2 connection"
+
+
+HTTPS_AGENT = """
+import sys
+from talaria import Agent
+with Agent(model="scripted-model", base_url=sys.argv[1], api_key="k", toolsets=[]) as agent:
+    results = [agent.run_conversation(user_message=text) for text in ("one", "two")]
+print([result["final_response"] or result["error"] for result in results])
+print(sorted(name for name in ("httpcore2", "h2") if name in sys.modules))
+"""
+"""httpcore2 is what an httpx2 client sends with (the price catalogue imports httpx2 itself)."""
+
+
+def test_https_goes_through_talarias_own_client(tmp_path: Path) -> None:
+    """No HTTP library sends to a direct https:// endpoint: the TLS connection is talaria's
+    own, verified against the CA the environment names (SSL_CERT_FILE)."""
+    context, cert = server_context(tmp_path)
+    with ScriptedProvider([text("first"), text("second")], ssl_context=context) as server:
+        assert server.openai_base_url.startswith("https://")
+        out = subprocess.run(
+            [sys.executable, "-c", HTTPS_AGENT, server.openai_base_url],
+            env={**os.environ, "SSL_CERT_FILE": str(cert), "TALARIA_HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == ["['first', 'second']", "[]"]
+        assert server.invalid_requests == []
+
+
+def test_https_refuses_a_server_whose_certificate_is_not_trusted(tmp_path: Path) -> None:
+    context, _ = server_context(tmp_path)
+    with ScriptedProvider([text("never")], ssl_context=context) as server:
+        out = subprocess.run(
+            [sys.executable, "-c", HTTPS_AGENT, server.openai_base_url],
+            env={**os.environ, "TALARIA_HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("CERTIFICATE_VERIFY_FAILED") == 2, out.stdout
+        assert server.requests == []
 
 
 # ---- the context-window probe ---------------------------------------------------------------

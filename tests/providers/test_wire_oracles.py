@@ -1,4 +1,4 @@
-"""The official SDKs as oracles (DESIGN.md §4): talaria no longer runs them, but what it sends
+"""The official SDKs as oracles (CONTRIBUTING.md): talaria no longer runs them, but what it sends
 must be what they would accept, and what it reads must be what they would read.
 
 For each wire API a two-call conversation runs against the scripted provider: a first answer

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,12 @@ from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin import files, terminal
 from talaria.tools.builtin.processes import PROCESS_TOOL
 from talaria.tools.sandbox import confine, failure_hint
-from talaria.values import mutable
 
 OUTPUT_LIMIT = terminal.KEEP_HEAD + terminal.KEEP_TAIL
 EXIT_POLL = 0.05
 
 
-@mutable
+@dataclass
 class EditorSide:
     """The client connection as the tools use it, for one ACP session."""
 

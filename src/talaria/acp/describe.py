@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from talaria.tools.builtin.files import resolve_path
-from talaria.values import frozen
 
 TITLE_CHARS = 80
 
@@ -28,13 +27,13 @@ EDIT_TOOLS = frozenset({"write_file", "patch"})
 _PATH_TOOLS = frozenset({"read_file", "write_file", "patch", "search_files"})
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Place:
     path: str
     line: int | None = None
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class CallView:
     title: str
     kind: str

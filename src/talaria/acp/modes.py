@@ -11,6 +11,7 @@ read-only | workspace-write | full-access, `session/set_config_option`), not a m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from acp.schema import (
@@ -23,7 +24,6 @@ from acp.schema import (
 from talaria.acp.describe import EDIT_TOOLS
 from talaria.policy.approval import ApprovalState
 from talaria.tools.sandbox import SANDBOX_MODES
-from talaria.values import mutable
 
 ASK, ACCEPT_EDITS, YOLO = "ask", "accept-edits", "yolo"
 
@@ -43,7 +43,7 @@ MODES = (
 MODE_IDS = tuple(mode.id for mode in MODES)
 
 
-@mutable
+@dataclass
 class ModeSwitch:
     """One session's mode: sets the agent's approval mode, and pre-approves edits through
     a `pre_tool_call` hook (the agent's own plugin seam) in accept-edits."""

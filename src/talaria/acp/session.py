@@ -13,7 +13,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ from talaria.agent import Agent
 from talaria.events import ApprovalRequested, Event, RequestWithdrawn
 from talaria.loop.steering import TurnMismatch
 from talaria.tools.sandbox import SANDBOX_MODES
-from talaria.values import frozen
 
 log = logging.getLogger("talaria.acp")
 
@@ -48,7 +47,7 @@ DECISIONS = {
 """talaria keeps no deny rules, so "always reject" rejects this call and the model is told."""
 
 
-@frozen
+@dataclass(frozen=True)
 class SessionSettings:
     """What every session of this server shares (from the command line and the config)."""
 

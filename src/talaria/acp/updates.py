@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from talaria import events as ev
 from talaria.acp.describe import EDIT_TOOLS, describe_call
 from talaria.loop.steering import UserNote, joined
 from talaria.tools.builtin.files import resolve_path
-from talaria.values import frozen, mutable
 
 SHOWN_RESULT_CHARS = 20_000
 SNAPSHOT_BYTES = 2_000_000
@@ -43,14 +42,14 @@ Update = Any
 ToolContent = ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Edit:
     path: str
     old: str | None
     new: str
 
 
-@mutable
+@dataclass
 class CallNotes:
     """What editor-side tools learned while running a call: the edit they made through the
     client (so the diff is of the editor's buffer) and the client terminal they ran in."""

@@ -9,10 +9,10 @@ outside the machine, so it is on by default only with `web.enabled: true` (else 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from talaria.tools.base import Tool
-from talaria.values import frozen
 
 TOOLSETS: tuple[str, ...] = (
     "terminal",
@@ -26,7 +26,7 @@ TOOLSETS: tuple[str, ...] = (
 )
 
 
-@frozen
+@dataclass(frozen=True)
 class Capabilities:
     """What this agent can support, which decides the default toolsets."""
 

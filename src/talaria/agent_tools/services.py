@@ -8,19 +8,18 @@ agent. It follows the conversation into a child session (`SessionContinued`) by 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from talaria.agent_tools.todo import TodoList
 from talaria.events import Event, SessionContinued
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.agent_tools.memory import MemoryStore
     from talaria.store.base import SessionStore
 
 
-@mutable(kw_only=True)
+@dataclass(kw_only=True)
 class AgentServices:
     """What the agent's own tools (memory, todos, delegation) work with."""
 

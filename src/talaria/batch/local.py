@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from talaria.batch.tasks import BatchTask, ResultsFile, failure_line, result_line
-from talaria.values import mutable
 
 OnDone = Callable[[BatchTask, dict[str, Any]], None]
 
 
-@mutable
+@dataclass
 class BatchSummary:
     total: int
     skipped: int = 0

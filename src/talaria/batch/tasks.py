@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
-
-from talaria.values import frozen
 
 OPTIONAL_STRINGS = ("model", "system", "provider", "base_url", "api_mode")
 ALLOWED_KEYS = ("id", "prompt", *OPTIONAL_STRINGS, "max_turns", "toolsets")
@@ -26,7 +24,7 @@ class BatchError(ValueError):
     """The tasks file or the results file cannot be used as written."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class BatchTask:
     id: str
     prompt: str

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from talaria.values import mutable
 
-
-@mutable(slots=True)
+@dataclass(slots=True)
 class Checkpoint:
     """One turn (kind "turn") or one rewind (kind "rewind") of the session."""
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from talaria.checkpoints import restore
 from talaria.checkpoints.journal import Checkpoint, Journal
 from talaria.checkpoints.shadow import CheckpointError, Entry, ShadowRepo
-from talaria.values import frozen
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class TurnSummary:
     """One checkpoint as a front end lists it."""
 
@@ -33,7 +33,7 @@ class TurnSummary:
     dropped: bool
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class RewindReport:
     """What a rewind did, and what it left as it was."""
 

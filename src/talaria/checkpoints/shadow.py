@@ -14,9 +14,8 @@ import os
 import stat
 import subprocess
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-from talaria.values import frozen
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """git's id of the tree with nothing in it (what a root with no tracked files snapshots to)."""
@@ -59,7 +58,7 @@ class CheckpointError(RuntimeError):
     """A snapshot or a restore could not be done (git missing or failing); says why."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One path of a tree: its git mode ("100644", "100755", "120000", "160000") and blob."""
 
@@ -67,7 +66,7 @@ class Entry:
     blob: str
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """A tree id, and the files left out of it because they were over the size cap."""
 

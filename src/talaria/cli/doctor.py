@@ -14,16 +14,16 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
-from talaria.values import frozen
 
 OK, BAD, NONE = "✓", "✗", "–"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Check:
     label: str
     mark: str

@@ -12,9 +12,8 @@ import json
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-from talaria.values import frozen
 
 KNOWN_SERVERS: tuple[tuple[str, int], ...] = (
     ("Ollama", 11434),
@@ -25,7 +24,7 @@ KNOWN_SERVERS: tuple[tuple[str, int], ...] = (
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY")
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class LocalServer:
     name: str
     base_url: str

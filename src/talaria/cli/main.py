@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from talaria import __version__
-from talaria.collector import paused_the_first_time
 
 EXIT_OK, EXIT_CRASH, EXIT_AGENT_FAILURE = 0, 1, 2
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
@@ -383,8 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if not words or (words[0] not in COMMANDS and words[0] not in _TOP_LEVEL):
         words = ["chat", *words]  # `talaria -p "..."`, `talaria -m model`: chat options
-    with paused_the_first_time("command line"):  # the parser's many small objects
-        args = build_parser(words[0] if words[0] in COMMANDS else None).parse_args(words)
+    args = build_parser(words[0] if words[0] in COMMANDS else None).parse_args(words)
     return run_guarded(COMMANDS[args.command], args)
 
 

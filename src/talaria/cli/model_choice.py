@@ -8,10 +8,8 @@ another provider and back restores the local server's URL instead of losing it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
-
-from talaria.values import frozen
 
 KNOWN_PROVIDERS = frozenset(
     {
@@ -30,7 +28,7 @@ KNOWN_PROVIDERS = frozenset(
 """Provider names `/model provider:model` recognises (model ids may contain ':' too)."""
 
 
-@frozen
+@dataclass(frozen=True)
 class ModelChoice:
     name: str
     """"start", "main", "fallback 1", ..., or the name of a configured provider."""

@@ -24,7 +24,6 @@ from talaria.cli.options import agent_kwargs
 from talaria.cli.safe_text import clean
 from talaria.cli.signals import SignalStop, exit_now
 from talaria.cli.stream_json import JsonLines, result_record
-from talaria.collector import paused_the_first_time
 from talaria.events import TextDelta, ToolStarted
 
 if TYPE_CHECKING:
@@ -140,11 +139,10 @@ def _ask(
     holder: dict[str, Agent],
     run: Callable[[Agent], Coroutine[Any, Any, TurnResult | None]],
 ) -> TurnResult | None:
-    with paused_the_first_time("one-shot imports"):  # the engine's modules
-        from talaria.agent import Agent
-        from talaria.background import run_sync
-        from talaria.cli.session_setup import current_setup, plan_resume, record_setup
-        from talaria.store.base import StoreError
+    from talaria.agent import Agent
+    from talaria.background import run_sync
+    from talaria.cli.session_setup import current_setup, plan_resume, record_setup
+    from talaria.store.base import StoreError
 
     plan = plan_resume(args)
     for note in plan.notes:

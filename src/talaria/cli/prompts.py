@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from talaria import events as ev
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -75,7 +75,7 @@ def clarify_text(question: str, choices: list[str] | None) -> str:
     return "\n".join(lines)
 
 
-@mutable
+@dataclass
 class Question:
     """One request waiting for the user's line."""
 

@@ -17,14 +17,13 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from talaria import events as ev
 from talaria.cli.markdown_blocks import MarkdownBlocks
 from talaria.cli.safe_text import clean, terminal_safe
-from talaria.values import frozen, mutable
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MAX_DIFF_LINES = 40
@@ -212,7 +211,7 @@ def _diff_style(line: str) -> str:
     return "dim"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ToolOutput:
     """A finished tool's output, kept for /output."""
 
@@ -220,14 +219,14 @@ class ToolOutput:
     text: str
 
 
-@mutable
+@dataclass
 class _RunningTool:
     name: str
     preview: str
     old_content: str | None = None
 
 
-@mutable
+@dataclass
 class _TurnView:
     """What the status line shows and what the end of the turn still has to print."""
 

@@ -9,11 +9,10 @@ over the stored value, and the chat says so.
 from __future__ import annotations
 
 import argparse
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from talaria.cli.options import agent_kwargs, configured_spec, resume_ref
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.config import Config
@@ -32,7 +31,7 @@ FLAGS = {
 }
 
 
-@mutable
+@dataclass
 class ResumePlan:
     """The session `--resume`/`-c` names, and what restoring its setup said."""
 

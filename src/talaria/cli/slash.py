@@ -12,14 +12,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prompt_toolkit.application import get_app
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
-
-from talaria.values import frozen
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -90,7 +89,7 @@ class CommandHost(Protocol):
 Handler = Callable[[CommandHost, str], None]
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class SlashCommand:
     name: str
     summary: str

@@ -17,9 +17,8 @@ import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from talaria.values import frozen
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -34,7 +33,7 @@ class InputLineError(ValueError):
     """A stdin line that is not a user message."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class UserLine:
     text: str
     steer: bool = False

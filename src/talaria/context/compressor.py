@@ -1,12 +1,11 @@
 """The default context engine: lossy compression into a summary and a child session.
 
-Before each request the size of the outgoing context is estimated (anchored to the provider's
-last real count); past ``compression.threshold`` of the model's window, the middle of the
-conversation is summarised by the ``compression`` auxiliary model. The head (the user's
-original request) and the last ``compression.protect_last_n`` messages stay verbatim. The
-compressed history continues in a new session whose parent is the old one, so the full
-conversation stays in the store and the prompt prefix changes only here (invariant 2).
-"""
+Before each request the size of the outgoing context is estimated (anchored to the provider's last
+real count); past ``compression.threshold`` of the model's window, the middle of the conversation is
+summarised by the ``compression`` auxiliary model. The head (the user's original request) and the
+last ``compression.protect_last_n`` messages stay verbatim. The compressed history continues in a
+new session whose parent is the old one, so the full conversation stays in the store and the prompt
+prefix changes only here (stable prefix, docs/architecture.md)."""
 
 from __future__ import annotations
 

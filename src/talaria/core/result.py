@@ -39,7 +39,7 @@ _KINDS: dict[str, ExitReason] = {kind: kind for kind in get_args(ExitReason)}
 
 
 class TurnResult(TypedDict):
-    """The result of one turn (the keys DESIGN.md lists for `run_conversation`)."""
+    """The result of one turn (the keys `run_conversation` has always returned)."""
 
     final_response: str | None
     messages: list[Message]

@@ -9,19 +9,18 @@ API keys stay on the workers, so the workflow history holds none.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from talaria.core import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.values import mutable
 
 WORKFLOW_NAME = "TalariaTurn"
 AGENT_OVERRIDES = ("model", "provider", "base_url", "api_mode", "toolsets", "max_turns")
 """What one turn may choose differently from the worker's defaults (never the API key)."""
 
 
-@mutable
+@dataclass
 class TurnInput:
     user_message: str
     session_ref: str | None = None
@@ -37,7 +36,7 @@ class TurnInput:
     """Stream the model's deltas into the event log (off for batches: nobody watches)."""
 
 
-@mutable
+@dataclass
 class TurnSetup:
     """What the worker knows and the workflow needs: the session as stored, the model chain,
     the tools, and the settings of talaria's own policy (retries, timeouts)."""
@@ -61,7 +60,7 @@ class TurnSetup:
     """The session's stored usage totals before this turn (for the per-session budgets)."""
 
 
-@mutable
+@dataclass
 class Unsaved:
     """Messages the session store does not hold yet, numbered from `first_seq`."""
 
@@ -69,7 +68,7 @@ class Unsaved:
     messages: list[dict[str, Any]]
 
 
-@mutable
+@dataclass
 class ModelCallInput:
     session_id: str
     task_id: str
@@ -78,14 +77,15 @@ class ModelCallInput:
     request: dict[str, Any]
     agent: dict[str, Any] = field(default_factory=dict)
     unsaved: Unsaved | None = None
-    """Saved before the request is sent (invariant 3), in the same activity."""
+    """Saved before the request is sent (nothing lost, docs/architecture.md), in the same
+    activity."""
     writer: str = ""
     deltas: bool = True
     separator: str = ""
     """Streamed before the call's first text (an earlier step of the turn spoke)."""
 
 
-@mutable
+@dataclass
 class ToolCallInput:
     session_id: str
     task_id: str
@@ -97,7 +97,7 @@ class ToolCallInput:
     agent: dict[str, Any] = field(default_factory=dict)
 
 
-@mutable
+@dataclass
 class ToolCallOutput:
     content: str = ""
     is_error: bool = False
@@ -108,7 +108,7 @@ class ToolCallOutput:
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
-@mutable
+@dataclass
 class SummaryInput:
     """The compression's summary request, run on a worker's `compression` model."""
 
@@ -117,7 +117,7 @@ class SummaryInput:
     agent: dict[str, Any] = field(default_factory=dict)
 
 
-@mutable
+@dataclass
 class ContinueInput:
     """Compression's hand-over: the parent's last messages are saved, then the compressed
     history continues in `child_id` (one store transaction, done at most once)."""
@@ -133,7 +133,7 @@ class ContinueInput:
     writer: str = ""
 
 
-@mutable
+@dataclass
 class FinishInput:
     session_id: str
     usage: dict[str, Any]

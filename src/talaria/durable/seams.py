@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -39,7 +39,6 @@ from talaria.policy.approval import ApprovalState
 from talaria.providers.base import NullStream
 from talaria.tools.base import Tool, ToolContext
 from talaria.tools.executor import CallOutcome, ToolExecutor
-from talaria.values import mutable
 
 INFRA_RETRY = ActivityRetry(
     initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_attempts=20
@@ -48,7 +47,7 @@ INFRA_RETRY = ActivityRetry(
 provider errors come back as data and talaria's own retry policy handles them."""
 
 
-@mutable
+@dataclass
 class ActivityTimeouts:
     heartbeat: float
     model_call: float
@@ -88,7 +87,7 @@ class WorkflowInterrupt(InterruptSignal):
         race.fire()
 
 
-@mutable
+@dataclass
 class QueuedSession(SessionHandle):
     """The session as the loop sees it; appends queue up here instead of going to a store,
     and the next activity that writes (the next model call, or the end of the turn) saves
@@ -111,7 +110,7 @@ class QueuedSession(SessionHandle):
         return Unsaved(items[0][0], payload_messages([message for _, message in items]))
 
 
-@mutable
+@dataclass
 class TurnScope:
     """What every activity of one turn needs to know about it."""
 
@@ -134,8 +133,9 @@ class TurnScope:
 
 
 class ActivityModelClient:
-    """A `ModelClient` whose call is the `model_call` activity on a worker (entry `index` of
-    the worker's chain). The activity saves the queued messages first (invariant 3)."""
+    """A `ModelClient` whose call is the `model_call` activity on a worker (entry `index` of the
+    worker's chain). The activity saves the queued messages first (nothing lost,
+    docs/architecture.md)."""
 
     def __init__(self, scope: TurnScope, index: int, entry: dict[str, str]) -> None:
         self.scope = scope
@@ -174,7 +174,7 @@ class ActivityModelClient:
         pass
 
 
-@mutable
+@dataclass
 class PendingRequests:
     """Approvals and clarify questions waiting for a client's answer (the `respond` update).
     The request events are the engine's own; their ids come from the call id, so a replayed

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
-
-from talaria.values import mutable
 
 with workflow.unsafe.imports_passed_through():
     import talaria.providers.pricing  # noqa: F401  (the loop imports it lazily)
@@ -61,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from talaria.store.base import StoreError
 
 
-@mutable
+@dataclass
 class Answer:
     request_id: str
     answer: str

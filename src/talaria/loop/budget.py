@@ -6,7 +6,7 @@ end the model is told how much is left, so it can wrap up instead of being cut o
 
 from __future__ import annotations
 
-from talaria.values import mutable
+from dataclasses import dataclass
 
 SUMMARY_REQUEST = (
     "[The iteration budget for this turn is used up; no more tools can run.] Reply to the user "
@@ -14,7 +14,7 @@ SUMMARY_REQUEST = (
 )
 
 
-@mutable
+@dataclass
 class IterationBudget:
     """How many model calls a turn may still make."""
 

@@ -12,11 +12,10 @@ still printing) is progress, not a loop.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from talaria import fastjson
 from talaria.core import ToolCall
-from talaria.values import mutable
 
 MAX_PERIOD = 3
 """Longest cycle looked for; longer ones are left to the iteration budget."""
@@ -49,7 +48,7 @@ def cycle_period(signatures: list[str]) -> int | None:
     return None
 
 
-@mutable
+@dataclass
 class GuardDecision:
     """What the loop guard allows of one batch of tool calls."""
 
@@ -59,7 +58,7 @@ class GuardDecision:
     """Set when the turn must end now (no call of the batch runs)."""
 
 
-@mutable
+@dataclass
 class LoopGuard:
     """One turn's record of tool calls and how far the guard has escalated."""
 

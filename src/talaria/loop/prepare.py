@@ -1,7 +1,8 @@
-"""Step 5-7 of the seed: from the live history to the request a provider receives.
+"""Steps 5-7 of a turn's lifecycle (docs/architecture.md): from the live history to the request a
+provider receives.
 
-The API copy is repaired (invariant 1; incrementally, by the session's `IncrementalRepair`) and
-gets the volatile layers in its newest message only (invariant 2); the stored history is never
+The API copy is repaired (valid history; incrementally, by the session's `IncrementalRepair`) and
+gets the volatile layers in its newest message only (stable prefix); the stored history is never
 touched.
 """
 

@@ -1,8 +1,8 @@
 """Everything a turn needs, assembled once per agent and passed to the loop as one object.
 
-The loop reads no globals, no clock and no environment: all of it arrives here (invariant 7),
-which is what lets tests, a child agent or a durable engine run the same loop.
-"""
+The loop reads no globals, no clock and no environment: all of it arrives here (seams, not I/O:
+docs/architecture.md), which is what lets tests, a child agent or a durable engine run the same
+loop."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,7 +28,6 @@ from talaria.providers.resilience.caller import ModelCaller
 from talaria.telemetry.base import telemetry_for
 from talaria.tools.base import Tool
 from talaria.tools.executor import ToolExecutor
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.agent_tools.services import AgentServices
@@ -53,7 +52,7 @@ class ToolSource(Protocol):
     def close(self) -> None: ...
 
 
-@mutable
+@dataclass
 class Runtime:
     """Everything a turn needs, assembled once per agent on its first turn."""
 

@@ -1,6 +1,6 @@
 """The live history of one session and its write-through to the store.
 
-Invariant 3 ("nothing is lost"): `append` commits the unsaved messages to the store, in one
+Nothing lost (docs/architecture.md): `append` commits the unsaved messages to the store, in one
 transaction, before returning, so the loop never makes a model call with an unsaved message
 behind it. A step is one commit: the assistant message is `stage`d while its tool calls run and
 saved with their results, so a killed process loses at most the step in flight and never leaves
@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from talaria.core import Message
 from talaria.messages.incremental import IncrementalRepair
 from talaria.messages.text import clean_value
 from talaria.offload import run_blocking
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.store.base import SessionStore
@@ -33,7 +32,7 @@ def new_session_id() -> str:
     return f"{time.strftime('%Y%m%d_%H%M%S')}_{os.urandom(3).hex()}"
 
 
-@mutable
+@dataclass
 class SessionHandle:
     """The session a turn works on: its history, and how much of it the store holds."""
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from talaria.context.tokens import ContextTracker
 from talaria.core import Usage
-from talaria.values import frozen, mutable
 
 DEFAULT_OUTPUT_RESERVE = 512
 """Output tokens a call is assumed to need before the turn has shown a real figure."""
@@ -36,7 +35,7 @@ ACTIVE_METER: contextvars.ContextVar[SpendMeter | None] = contextvars.ContextVar
 )
 
 
-@mutable
+@dataclass
 class Budgets:
     """An agent's limits, and what checking them remembers from one turn to the next."""
 
@@ -79,7 +78,7 @@ class Budgets:
         return self.any_cost or self.per_session or self.turn_tokens is not None
 
 
-@frozen
+@dataclass(frozen=True)
 class Verdict:
     """What the next model call may be: a working call, only the summary, or none."""
 

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from talaria.events import (
@@ -25,7 +26,6 @@ from talaria.events import (
     QueuedMessageStarted,
     SteerAccepted,
 )
-from talaria.values import frozen
 
 if TYPE_CHECKING:
     from talaria.store.base import SessionStore
@@ -40,7 +40,7 @@ class TurnMismatch(ValueError):
     """A steer or interrupt named a turn that is not the one running (it has ended)."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class UserNote:
     """A steer or a queued message: the user's words and the id events refer to them by."""
 

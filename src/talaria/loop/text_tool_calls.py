@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from talaria.loop.loose_json import balanced_end, loads, objects_in
-from talaria.values import frozen
 
 CALL_KEYS = frozenset({"name", "arguments", "parameters", "args", "type", "id", "function"})
 """The keys of a call object; any other key makes it data, unless it names an offered tool
@@ -32,7 +32,7 @@ _NAMED = re.compile(r"""["']name["']\s*:\s*["']([A-Za-z0-9_.:-]+)["']""")
 _ARGUMENTS_AT = re.compile(r"""["'](?:arguments|parameters|args)["']\s*:\s*""")
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class TextCall:
     """One call read from an answer's text."""
 
@@ -43,7 +43,7 @@ class TextCall:
     argument check then tells the model what is wrong)."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class TextCalls:
     """The calls an answer spells, and its text without them."""
 

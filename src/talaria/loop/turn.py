@@ -1,4 +1,5 @@
-"""One turn of the seed's lifecycle: user message in, final answer (or a clean stop) out.
+"""One turn of the lifecycle in docs/architecture.md: user message in, final answer (or a clean
+stop) out.
 
 The phases live in their own modules (prepare, stream, the caller, the tool executor); this
 module only sequences them and decides how the turn ends.
@@ -10,7 +11,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from talaria.core import (
     Content,
@@ -56,7 +57,6 @@ from talaria.providers.resilience.chain import ChainEntry
 from talaria.providers.resilience.retry import Action, action_for
 from talaria.store.base import StoreError
 from talaria.tools.base import ToolContext
-from talaria.values import mutable
 
 log = logging.getLogger("talaria.loop")
 
@@ -65,7 +65,7 @@ MAX_OVERFLOW_RETRIES = 3
 """Compress-and-resend rounds after context-overflow errors in one model call."""
 
 
-@mutable
+@dataclass
 class TurnState:
     """One turn's running totals and, at the end, its outcome."""
 
@@ -437,7 +437,8 @@ def _text_of(content: Content) -> str:
 
 
 def _unrun(calls: list[ToolCall], content: str) -> list[ToolMessage]:
-    """Error results for calls that were not run, so none is left unanswered (invariant 4)."""
+    """Error results for calls that were not run, so none is left unanswered (errors become data,
+    docs/architecture.md)."""
     return [{"role": "tool", "tool_call_id": call.id, "content": content} for call in calls]
 
 

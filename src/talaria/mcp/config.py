@@ -14,11 +14,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from talaria.config import ConfigError
-from talaria.values import frozen
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _KNOWN_KEYS = frozenset(
@@ -54,7 +53,7 @@ PROTOCOLS = ("auto", "legacy")
 TYPES = ("stdio", "http", "sse")
 
 
-@frozen
+@dataclass(frozen=True)
 class ServerConfig:
     """One configured server. Exactly one of `command` (stdio) and `url` (HTTP) is set."""
 

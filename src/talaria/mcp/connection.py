@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -20,7 +21,6 @@ from talaria.mcp.config import ServerConfig, expanded
 from talaria.mcp.limits import Offer, offer
 from talaria.tools.base import ToolError
 from talaria.tools.sandbox import SandboxPolicy, confine
-from talaria.values import frozen
 
 log = logging.getLogger("talaria.mcp")
 
@@ -33,7 +33,7 @@ class ServerUnavailable(Exception):
     """The server could not be reached or stopped answering; the message says why."""
 
 
-@frozen
+@dataclass(frozen=True)
 class Confinement:
     """The session's sandbox settings and folder, for stdio servers set to `sandbox:`."""
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from talaria.mcp.config import ServerConfig
-from talaria.values import frozen
 
 _NAMED = 20
 """Names listed in a notice; the rest are counted."""
 CUT_MARK = " [description cut]"
 
 
-@frozen
+@dataclass(frozen=True)
 class Offer:
     """A server's tools as offered: the kept ones and what the caps did."""
 

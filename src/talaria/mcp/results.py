@@ -14,16 +14,16 @@ import base64
 import binascii
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from talaria.messages.media import IMAGE_EXTENSIONS, image_type, media_name, saved_marker
-from talaria.values import frozen
 
 _EXTENSIONS = {**IMAGE_EXTENSIONS, "audio/wav": ".wav", "audio/mpeg": ".mp3"}
 
 
-@frozen
+@dataclass(frozen=True)
 class Rendered:
     text: str
     is_error: bool

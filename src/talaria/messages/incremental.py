@@ -1,4 +1,5 @@
-"""Invariant 1 at a cost flat in history length: repair once, then check only what is appended.
+"""The valid-history invariant (docs/architecture.md) at a cost flat in history length: repair once,
+then check only what is appended.
 
 The loop sends the whole history on every request, and the history grows by a step each time.
 A history that comes from outside (a resumed session, `conversation_history`, another writer's
@@ -14,15 +15,14 @@ for the prompt cache), where a whole repair of the longer history could differ i
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from talaria.core import Message
 from talaria.messages.repair import repair_history
 from talaria.messages.validate import HistoryScan, scan_history
-from talaria.values import mutable
 
 
-@mutable
+@dataclass
 class IncrementalRepair:
     """The repaired API copy of one live history, kept up to date as the history grows."""
 

@@ -1,4 +1,5 @@
-"""One pure pass that makes a history provider-valid (DESIGN invariant 1).
+"""One pure pass that makes a history provider-valid (the valid-history invariant,
+docs/architecture.md).
 
 The loop runs this on the API copy before every model call, so a valid history takes a fast
 path: one validation scan, no copies. A broken history (a crash between a tool call and its
@@ -14,13 +15,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from talaria.core import Message, UserMessage, tool_calls_of
 from talaria.messages.ids import normalise_tool_call_ids
 from talaria.messages.validate import arguments_problem, history_problems, is_blank, part_problem
-from talaria.values import mutable
 
 logger = logging.getLogger("talaria.repair")
 
@@ -33,7 +33,7 @@ USER_BOUNDARY = "\n\n---\n\n"
 """Between merged user turns: visible to the model, so it can tell the messages apart."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class RepairResult:
     """The repaired API copy and one sentence per fix (empty when nothing was wrong)."""
 

@@ -2,12 +2,14 @@
 `entry_points.txt` files.
 
 `importlib.metadata` finds the same entries, but it imports `email`, `zipfile` and `csv` and
-builds a Distribution per installed package on the way: about 25 ms before an agent's first
-request. This walks `sys.path` the way it does (`*.dist-info` and `*.egg-info` folders in path
-order, one distribution per normalized name, the first one found wins) and hands every case it
-does not cover (a zip archive or an `.egg` on the path, a metadata name spelt in capitals,
-another finder of distributions on `sys.meta_path`) to `importlib.metadata`. What a scan finds
-is kept in the user's cache (`talaria.user_cache`) until a folder of the path changes.
+builds a Distribution per installed package on the way: `bench/first_request.py` measured it at
+a sixth of a bare interpreter's start-up to its first request, on `http://` and `https://`
+endpoints alike (docs/performance.md). This walks `sys.path` the way it does (`*.dist-info`
+and `*.egg-info` folders in path order, one distribution per normalized name, the first one
+found wins) and hands every case it does not cover (a zip archive or an `.egg` on the path, a
+metadata name spelt in capitals, another finder of distributions on `sys.meta_path`) to
+`importlib.metadata`. Nothing is cached between processes: the scan reads a few hundred small
+files, which the same bench cannot tell from reading a cache.
 """
 
 from __future__ import annotations
@@ -16,18 +18,14 @@ import functools
 import os
 import re
 import sys
+from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from talaria import user_cache
-from talaria.values import frozen
-
 _INFO_SUFFIXES = (".dist-info", ".egg-info")
-CACHE_FILE = "entry_points.json"
-"""What a scan found, for the path as it was (see `_path_identity`)."""
 
 
-@frozen
+@dataclass(frozen=True)
 class EntryPoint:
     """One `name = value` line of a group; `load()` imports what the value names."""
 
@@ -55,57 +53,15 @@ def entry_points(group: str) -> list[EntryPoint]:
     try:
         if _other_distribution_finders():
             raise _NotCovered
-        paths = _path_identity(sys.path)
-        groups = _stored_groups(paths) or {}
-        known = _cached(groups, group)
-        if known is not None:
-            return known
-        found = [
+        return [
             entry
             for info in _distribution_folders(sys.path)
             for entry in _parse(_read_entry_points(info), group)
         ]
-        groups[group] = [[entry.name, entry.value] for entry in found]
-        user_cache.write(CACHE_FILE, {"path": paths, "groups": groups})
-        return found
     except _NotCovered:
         from importlib import metadata
 
         return [EntryPoint(e.name, e.value, e.group) for e in metadata.entry_points(group=group)]
-
-
-def _path_identity(paths: list[str]) -> list[list[object]]:
-    """Each folder of the path with the time it last gained or lost an entry: what installing
-    or removing a distribution changes (the import system's own cache of folders goes by it
-    too)."""
-    identity: list[list[object]] = []
-    for root in paths:
-        folder = os.path.abspath(root or ".")  # "" is the working directory, wherever it is
-        try:
-            identity.append([folder, os.stat(folder).st_mtime_ns])
-        except OSError:
-            identity.append([folder, None])
-    return identity
-
-
-def _cached(groups: dict[str, Any], group: str) -> list[EntryPoint] | None:
-    """The group's entries as a scan of the same path found them, from the user's cache."""
-    entries = groups.get(group)
-    if not isinstance(entries, list):
-        return None
-    try:
-        return [EntryPoint(str(name), str(value), group) for name, value in entries]
-    except (TypeError, ValueError):
-        return None
-
-
-def _stored_groups(paths: list[list[object]]) -> dict[str, Any] | None:
-    """The groups the cache holds for this path, None for another path or a damaged file."""
-    stored = user_cache.read(CACHE_FILE)
-    if stored is None or stored.get("path") != paths:
-        return None
-    groups = stored.get("groups")
-    return groups if isinstance(groups, dict) else None
 
 
 def _distribution_folders(paths: list[str]) -> list[str]:

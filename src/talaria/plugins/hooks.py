@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from talaria.offload import run_user_code
-from talaria.values import frozen
 
 log = logging.getLogger("talaria.plugins")
 
@@ -32,7 +32,7 @@ HOOK_NAMES = (
 Hook = Callable[..., Any]
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class PreToolOutcome:
     """What the `pre_tool_call` hooks decided, folded in registration order."""
 

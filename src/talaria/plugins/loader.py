@@ -15,20 +15,20 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from talaria.config_schema import ConfigError
 from talaria.plugins.entry_points import entry_points
 from talaria.plugins.hooks import HookBus
-from talaria.values import frozen
 
 log = logging.getLogger("talaria.plugins.load")
 
 ENTRY_POINT_GROUP = "talaria.plugins"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class PluginFailure:
     """A plugin that did not load, and why, in words."""
 
@@ -40,7 +40,7 @@ class PluginFailure:
         return f"plugin {self.name} failed to load ({self.reason}); skipped"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Found:
     """A plugin that imported, under the name it is known by (entry point or file name)."""
 

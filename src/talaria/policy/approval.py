@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from talaria.events import ApprovalRequested
 from talaria.interaction import APPROVAL_DECISIONS
-from talaria.values import frozen, mutable
 
 Decision = Literal["once", "session", "always", "deny"]
 DECISIONS: tuple[str, ...] = APPROVAL_DECISIONS
@@ -31,7 +30,7 @@ SHELL_CONTROL = re.compile(r"[;&|`$<>(){}\n\\]")
 a substitution, a redirection)."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Assessment:
     """The verdict on one tool call. ``blocked`` is the hard floor: no approval can lift it.
     ``command`` is what the user is shown and what a grant remembers, exactly."""
@@ -45,7 +44,7 @@ class Assessment:
     the sandbox the user chose. With approvals off it is refused, never run unasked."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Boundary:
     """Where a command would run: what the approval policy needs to know of the sandbox."""
 
@@ -79,7 +78,7 @@ def rule_matches(rule: str, command: str) -> bool:
     )
 
 
-@mutable
+@dataclass
 class ApprovalState:
     """Grants that outlive one call: this session's, and the persisted allowlist."""
 

@@ -8,6 +8,7 @@ download cannot be read ahead of time, so running one always asks.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from talaria.policy.command_words import (
@@ -23,7 +24,6 @@ from talaria.policy.command_words import (
     short_flags,
 )
 from talaria.policy.rules_code import decode, inline_code, printed_text
-from talaria.values import frozen
 
 if TYPE_CHECKING:
     from talaria.policy.command_safety import Scanner
@@ -35,7 +35,7 @@ _PASS_THROUGH = frozenset({"cat", "tee", "head", "tail"})
 _LISTERS = frozenset({"find", "ls", "fd", "fdfind", "tree"})
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Flow:
     text: str | None
     """What the command writes to its output, when that is known exactly."""

@@ -10,11 +10,9 @@ import fnmatch
 import os
 import re
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
-
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.policy.command_safety import Scanner
@@ -96,7 +94,7 @@ def computed(text: str) -> Arg:
     return arg
 
 
-@mutable
+@dataclass
 class ScanContext:
     """What the whole command line shares, nested code included."""
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import field
-
-from talaria.values import frozen, mutable
+from dataclasses import dataclass, field
 
 _OPERATORS = (
     "&>>",
@@ -47,7 +45,7 @@ _PLAIN = re.compile(r"[^\s;&|()<>'\"\\$`]+")
 _PLAIN_QUOTED = re.compile(r'[^"\\$`]+')
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Part:
     """One piece of a word: literal text, a variable, or a command/process substitution."""
 
@@ -56,7 +54,7 @@ class Part:
     quoted: bool = False
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Word:
     parts: list[Part] = field(default_factory=list)
 
@@ -85,7 +83,7 @@ class Word:
         return "".join(p.text for p in self.parts if p.kind == "lit")
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Command:
     words: list[Word] = field(default_factory=list)
     redirects: list[tuple[str, Word]] = field(default_factory=list)

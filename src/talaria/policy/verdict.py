@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from talaria.policy.approval import Assessment
-from talaria.values import frozen
 
 SAFE = "safe"
 UNKNOWN = "unknown"
@@ -24,7 +25,7 @@ NO_SANDBOX = "no sandbox"
 """The pattern of an unknown command asked about because nothing contains it."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What the policy says about one command line."""
 

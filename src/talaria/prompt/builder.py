@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-
-from talaria.values import frozen
 
 DEFAULT_IDENTITY = (
     "You are talaria, a capable assistant and coding agent. You work in the user's environment "
@@ -41,7 +40,7 @@ _TOOL_GUIDANCE: dict[str, str] = {
 }
 
 
-@frozen
+@dataclass(frozen=True)
 class PromptInputs:
     """What the system prompt is built from."""
 

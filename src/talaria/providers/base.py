@@ -8,15 +8,14 @@ endpoint, and turns the answer back into a response. Nothing provider-specific l
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from talaria.core.model import Usage
-from talaria.values import mutable
 
 API_MODES: tuple[str, ...] = ("chat_completions", "codex_responses", "anthropic_messages")
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class UsageLedger:
     """Usage by (model, provider) with the number of answers: what the store keeps per turn
     for reports by model and by day."""

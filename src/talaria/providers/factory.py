@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from talaria.core import ModelClient
 from talaria.messages.redact import remember_secret
 from talaria.providers.profiles import ModelProfile, profile_for
-from talaria.values import frozen
 
 _CLIENTS: dict[str, tuple[str, str]] = {
     "chat_completions": ("talaria.providers.wire.chat_completions", "ChatCompletionsClient"),
@@ -19,7 +18,7 @@ _CLIENTS: dict[str, tuple[str, str]] = {
 }
 
 
-@frozen
+@dataclass(frozen=True)
 class ProviderSpec:
     """One fully resolved endpoint: provider name, model, URL, key and wire API."""
 
@@ -54,8 +53,8 @@ def resolve_spec(
     options: dict[str, Any] | None = None,
     profiles: dict[str, Any] | None = None,
 ) -> ProviderSpec:
-    """Fill in what the user left out, in the seed's resolution order. ``profiles`` is the
-    config's ``profiles:`` section; a bad entry is a CONFIG `ProviderError` naming the key."""
+    """Fill in what the user left out, in the resolution order of docs/models.md. ``profiles`` is
+    the config's ``profiles:`` section; a bad entry is a CONFIG `ProviderError` naming the key."""
     import os
 
     from talaria.providers.profiles.profile import overrides_for

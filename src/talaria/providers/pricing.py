@@ -8,13 +8,13 @@ cost is first asked for, which keeps ``import talaria`` fast.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from typing import Any
 
 from talaria.core import Usage
 from talaria.providers import price_cache
 from talaria.providers.profiles import ModelProfile, profile_for
-from talaria.values import frozen
 
 _CATALOGUE_IDS: dict[str, str | None] = {
     "openai-codex": "openai",
@@ -70,7 +70,7 @@ def _priced(lookup: tuple[str, str | None], usage: Usage) -> float:
     return linear.fee + sum(rate * n for rate, n in zip(linear.per_token, counts, strict=True))
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class _LinearPrice:
     """A catalogue price as a request fee plus a price per token of each bucket (input,
     cache read, cache write, output), valid for calls of fewer than `below` tokens in all."""

@@ -1,4 +1,4 @@
-"""Which wire API and which endpoint: the seed's resolution order, as tables.
+"""Which wire API and which endpoint: the resolution order of docs/models.md, as tables.
 
 Order for the API mode: an explicit ``api_mode`` > what the provider is known to speak > what
 the base URL looks like > ``chat_completions`` (the lingua franca of compatible servers).
@@ -9,11 +9,11 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 from talaria.providers.base import API_MODES
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.values import frozen
 
 LOCAL_KEY = "not-needed"
 """The key sent to a loopback server that wants none (the SDKs refuse an empty key)."""
@@ -41,7 +41,7 @@ _URL_MODES: tuple[tuple[Callable[[SplitResult], bool], str], ...] = (
 )
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Endpoint:
     """A named provider's default base URL and where its key comes from."""
 
@@ -80,7 +80,7 @@ def resolve_api_mode(
 ) -> str:
     """The wire API to speak; raises ValueError for an ``api_mode`` that is not one of ours.
 
-    ``model`` is part of the signature so that callers pass everything they know; the seed's
+    ``model`` is part of the signature so that callers pass everything they know; the documented
     order has no model rule, so it does not change the answer.
     """
     if api_mode:

@@ -15,7 +15,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from talaria import events as ev
@@ -24,7 +24,6 @@ from talaria.offload import run_blocking
 from talaria.server.errors import ApiError
 from talaria.server.runs import Run, terminal_event
 from talaria.server.settings import ServerSettings
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -42,7 +41,7 @@ AgentFactory = Callable[[str], "Agent"]
 """Builds the agent for a session id (the server's model, tools and the shared store)."""
 
 
-@mutable
+@dataclass
 class LiveSession:
     session_id: str
     agent: Agent
@@ -60,7 +59,7 @@ class LiveSession:
         run.on_engine_event(event)
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class TurnRequest:
     text: str
     session_id: str | None = None

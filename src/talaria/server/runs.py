@@ -14,16 +14,15 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from talaria import events as ev
-from talaria.values import frozen
 
 TERMINAL_EVENTS = ("run.completed", "run.failed", "run.cancelled")
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class RunEvent:
     id: int
     name: str

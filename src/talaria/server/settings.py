@@ -10,11 +10,10 @@ import ipaddress
 import os
 import secrets
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from talaria.messages.redact import remember_secret
-from talaria.values import mutable
 
 MIN_KEY_LENGTH = 16
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
@@ -25,7 +24,7 @@ APPROVAL_RULES = ("deny", "off")
 rule) while runs ask their client; `off`: nothing is asked anywhere (the hard floor holds)."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8642

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from talaria.core import Message
 from talaria.core.protocols import SessionLog
-from talaria.values import mutable
 
 
 class StoreError(Exception):
@@ -68,7 +67,7 @@ class SearchQueryError(StoreError, ValueError):
     """The search text cannot be turned into a query (e.g. it holds no searchable word)."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class SessionInfo:
     """One session's metadata row; `usage` holds the session's token and cost totals."""
 
@@ -91,7 +90,7 @@ class SessionInfo:
     """The start of the first user message, for session lists (not part of the stored row)."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class SearchHit:
     """One matching message, with its neighbours so a reader sees the exchange around it."""
 
@@ -164,7 +163,7 @@ def busy_message(session_id: str, owner: str) -> str:
     )
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class UsageRecord:
     """What one session spent on one model in one turn: the unit `talaria usage` adds up.
 

@@ -7,16 +7,16 @@ so a query means the same thing on either: punctuation is text, never syntax.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from talaria.store.base import SearchQueryError
-from talaria.values import frozen
 
 _OPERATORS = {"AND", "OR", "NOT"}
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 _WORD = re.compile(r"[^\W_]+")
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class QueryTerm:
     text: str
     """The term as the user wrote it (a word, or the inside of a "quoted phrase")."""

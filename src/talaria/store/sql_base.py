@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Self, TypeVar, cast
 
@@ -40,7 +41,6 @@ from talaria.store.schema import (
     usage_record,
     usage_values,
 )
-from talaria.values import frozen
 
 T = TypeVar("T")
 Conn = Any
@@ -62,7 +62,7 @@ SESSION_COLUMNS = (
 )
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Dialect:
     """What differs in SQL between the backends."""
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from talaria.store.base import UsageRecord
 from talaria.store.schema import USAGE_BUCKETS
-from talaria.values import mutable
 
 GROUPINGS = ("model", "day", "session")
 
 
-@mutable
+@dataclass
 class UsageRow:
     key: str
     calls: int = 0

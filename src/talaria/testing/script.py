@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
-from talaria.values import mutable
 
-
-@mutable(slots=True)
+@dataclass(slots=True)
 class ScriptedCall:
     """A tool call the model makes. ``arguments`` may be a raw string (e.g. truncated JSON)."""
 
@@ -23,7 +21,7 @@ class ScriptedCall:
     id: str | None = None
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Reply:
     """A successful answer: text and/or tool calls, optional reasoning."""
 
@@ -44,7 +42,7 @@ class Reply:
     """Characters of text per streamed chunk."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Fail:
     """An HTTP error answer in the wire format's own error shape (or ``body`` verbatim)."""
 
@@ -55,7 +53,7 @@ class Fail:
     delay: float = 0.0
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Drop:
     """A stream that starts ``reply`` and drops the connection after ``after_chunks`` chunks.
 
@@ -70,7 +68,7 @@ class Drop:
     clean: bool = False
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Stall:
     """A stream that starts ``reply`` then goes silent for ``seconds`` after ``after_chunks``."""
 
@@ -79,7 +77,7 @@ class Stall:
     seconds: float = 30.0
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Endless:
     """A stream that sends ``text`` every ``interval`` seconds and never ends (until the client
     gives up or the server stops): no timeout on silence can catch it."""
@@ -88,7 +86,7 @@ class Endless:
     interval: float = 0.05
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Malformed:
     """A 200 answer whose body is not what the wire format promises (``raw`` verbatim)."""
 

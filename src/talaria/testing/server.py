@@ -13,7 +13,7 @@ import json
 import socket
 import sys
 import threading
-from dataclasses import field
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -31,7 +31,6 @@ from talaria.testing.script import (
     StepSource,
 )
 from talaria.testing.wire_base import WireFormat, prompt_tokens
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     import ssl
@@ -45,7 +44,7 @@ ROUTES: dict[str, str] = {
 Anthropic SDK's paths), so only these paths are served."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class RecordedRequest:
     """One POST the server received, valid or not."""
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from talaria.values import mutable
 
 if TYPE_CHECKING:
     from talaria.events import EventSink
@@ -21,7 +19,7 @@ class ToolError(Exception):
     """Raised by a handler to report a failure the model should read (no traceback shown)."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class ToolContext:
     """Per-call view of the agent that a handler can ask for by annotating a parameter
     with `ToolContext`. The parameter is hidden from the model's schema."""
@@ -47,7 +45,7 @@ class ToolContext:
     crash); a tool with side effects can use it to do them once. Empty in-process."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class Tool:
     """A callable the model can invoke. Build one with `@tool` or directly with a JSON schema."""
 

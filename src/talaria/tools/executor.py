@@ -1,4 +1,4 @@
-"""Runs the tool calls of one model response, exactly as the seed describes.
+"""Runs the tool calls of one model response, as the lifecycle in docs/architecture.md describes.
 
 One call runs inline; several run in parallel (at most `max_workers` at once); interactive tools
 run alone as barriers. Sync handlers run on the process's shared user lane (`talaria.offload`),
@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +47,13 @@ from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import STREAM_ITEMS, cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
 from talaria.tools.write_boundary import WRITERS, assess_write_call
-from talaria.values import mutable
 
 log = logging.getLogger("talaria.tools")
 
 INTERRUPTED_RESULT = "Interrupted: the user stopped this turn before this tool call finished."
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class CallOutcome:
     """What one tool call gives the model."""
 
@@ -66,7 +65,7 @@ class CallOutcome:
     """Seconds spent waiting for the user's approval: not part of the tool's duration."""
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class BatchResult:
     """The tool messages of one response's calls, in call order."""
 
@@ -74,7 +73,7 @@ class BatchResult:
     halt: str | None = None
 
 
-@mutable
+@dataclass
 class ExecutorSettings:
     """Limits on running tools (from the agent.* and approvals.* settings)."""
 
@@ -87,7 +86,7 @@ class ExecutorSettings:
     interrupt_grace: float = 2.0
 
 
-@mutable
+@dataclass
 class ToolExecutor:
     """Runs the tool calls of a model response: guards, approvals, timeouts."""
 

@@ -22,17 +22,15 @@ import os
 import signal
 import threading
 import time
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
-
-from talaria.values import mutable
 
 TAG_VARIABLE = "TALARIA_PROCESS_TAG"
 KILL_GRACE = 2.0
 PR_SET_CHILD_SUBREAPER = 36
 
 
-@mutable
+@dataclass
 class Tracked:
     """One command's processes: its tag, its leader and (when available) its cgroup."""
 

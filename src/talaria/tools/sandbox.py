@@ -22,13 +22,12 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from talaria.events import Notice
 from talaria.tools.base import ToolError
-from talaria.values import frozen
 
 if TYPE_CHECKING:
     from talaria.tools.sandbox_probe import SandboxSupport
@@ -48,7 +47,7 @@ _notice_lock = threading.Lock()
 _notices_given: set[str] = set()
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Root:
     """A writable root as resolved at session start: a real directory, and which one."""
 
@@ -57,7 +56,7 @@ class Root:
     inode: int
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class SandboxPolicy:
     """What a sandboxed command (and a file tool, unasked) may touch; built once per session
     from the `sandbox.*` settings, with the writable roots resolved to real directories then."""

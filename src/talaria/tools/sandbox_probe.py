@@ -20,15 +20,14 @@ import os
 import stat
 import subprocess
 import sys
-
-from talaria.values import frozen
+from dataclasses import dataclass
 
 PROBE_TIMEOUT = 10.0
 SYSTEM_BWRAP = ("/usr/bin/bwrap", "/bin/bwrap")
 """Where a distribution installs bubblewrap; the first that exists is used."""
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class SandboxSupport:
     """Whether confined commands can run here, and why not."""
 

@@ -13,17 +13,16 @@ validated here so that a misspelt key is one clear error naming it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from fnmatch import fnmatchcase
 from typing import Any
 
 from talaria.providers.errors import ErrorKind, ProviderError
-from talaria.values import frozen
 
 OUTPUT_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class ModelProfile:
     """The request-building facts for one (provider, model, base URL, wire API)."""
 

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
 from talaria.providers.profiles.profile import ModelProfile, checked_overrides
 from talaria.providers.transport.auth import AZURE_HOST_SUFFIXES
-from talaria.values import frozen
 
 CHAT = "chat_completions"
 RESPONSES = "codex_responses"
 ANTHROPIC = "anthropic_messages"
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Rule:
     """Facts that hold wherever every given matcher matches (an absent matcher matches all)."""
 

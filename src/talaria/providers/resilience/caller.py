@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -25,10 +25,9 @@ from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.providers.resilience.credentials import CredentialSource
 from talaria.providers.resilience.retry import Action, RetryPolicy, action_for
-from talaria.values import frozen, mutable
 
 
-@mutable
+@dataclass
 class CallResult:
     """One model call's answer, with the attempts and errors it took."""
 
@@ -41,7 +40,7 @@ class CallResult:
     is the last answer's own count: the size of the context it saw)."""
 
 
-@frozen
+@dataclass(frozen=True)
 class CallerSettings:
     """How long a model call may take and how it is retried."""
 
@@ -100,7 +99,8 @@ class ModelCaller:
         self.telemetry: Telemetry = NO_TELEMETRY
 
     def start_turn(self) -> None:
-        """Invariant 6: the fallback position, refreshes and counts are per turn."""
+        """Per-turn state (docs/architecture.md): the fallback position, refreshes and counts are
+        per turn."""
         self.chain.reset_turn()
         self._refreshed.clear()
         self.turn_attempts = 0

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from talaria.core import ModelClient
 from talaria.providers.factory import ProviderSpec, build_client, profile_of_spec
 from talaria.providers.profiles import ModelProfile, profile_of
-from talaria.values import mutable
 
 
-@mutable
+@dataclass
 class ChainEntry:
     """One model of the chain: its spec, and a client per event loop."""
 

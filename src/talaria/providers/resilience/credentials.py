@@ -12,18 +12,17 @@ import logging
 import os
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from talaria.providers.errors import ProviderError
 from talaria.providers.factory import ProviderSpec
-from talaria.values import mutable
 
 log = logging.getLogger("talaria.providers")
 
 COMMAND_TIMEOUT = 30.0
 
 
-@mutable
+@dataclass
 class CredentialSource:
     """The places one chain entry's key can be re-read from, in the order they are tried."""
 

@@ -9,12 +9,11 @@ keeping its own list. `RetryPolicy` is the one backoff schedule: the SDK clients
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from talaria.providers.errors import ErrorKind
-from talaria.values import frozen
 
 
 class Action(StrEnum):
@@ -60,7 +59,7 @@ def _random() -> float:
     return random.random()
 
 
-@frozen
+@dataclass(frozen=True)
 class RetryPolicy:
     """Jittered exponential backoff, capped, that defers to the server's Retry-After."""
 
@@ -69,7 +68,8 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 30.0
     rng: Callable[[], float] = field(default=_random, compare=False, repr=False)
-    """The randomness seam (invariant 7): a float in [0, 1)."""
+    """The randomness seam (the seams-not-I/O invariant, docs/architecture.md): a float in [0,
+    1)."""
 
     @classmethod
     def from_config(cls, get: Callable[[str], Any]) -> RetryPolicy:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
-
-from talaria.values import frozen
 
 ANTHROPIC_VERSION = "2026-10-21"
 """The Messages API version the anthropic SDK talaria was built against sends."""
@@ -28,7 +26,7 @@ OPENROUTER_HEADERS = {"X-Title": "talaria"}
 """OpenRouter's app attribution; add ``HTTP-Referer`` through ``default_headers``."""
 
 
-@frozen
+@dataclass(frozen=True)
 class Endpoint:
     """A base URL (without its query) and what every request to it carries."""
 

@@ -4,10 +4,12 @@ Why these choices (numbers in docs/performance.md, from ``bench/transport.py``):
 
 * One pool per event loop, shared by every agent and endpoint client on it: connections are
   reused across agents, and a process with many agents keeps one TLS context, not one each.
-* ``http://`` without a proxy goes through talaria's own HTTP/1.1 client (`http11`): no TLS, no
-  CA bundle, no HTTP library to import, a seventh of the CPU per step. ``https://`` and proxied
-  requests go through httpx2: the process's one verified context, HTTP/2 where the server offers
-  it (ALPN), proxies from the environment (``HTTPS_PROXY``, ``NO_PROXY``...).
+* ``http://`` and ``https://`` without a proxy go through talaria's own HTTP/1.1 client
+  (`http11`; TLS from `ssl` with the process's one verified context): no HTTP library to
+  import, which is a bare interpreter's start-up plus a little, and a seventh of the CPU per
+  step. Proxied requests go through httpx2 (``HTTPS_PROXY``, ``NO_PROXY``...), and so does
+  ``https://`` when ``TALARIA_HTTP2`` asks for HTTP/2 where the server offers it (ALPN). The
+  official SDKs speak HTTP/1.1 by default too.
 * A pool belongs to its loop and is closed when the loop shuts down its async generators
   (``asyncio.run`` and the agent's own loop both do), so a loop per synchronous call neither
   leaks connections nor prints "Event loop is closed".
@@ -21,7 +23,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import ssl
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,7 +30,12 @@ from urllib.parse import urlencode, urlsplit
 
 from talaria import fastjson
 from talaria.providers.transport.drain import Drains, read_to_end
-from talaria.providers.transport.http11 import ConnectFailedError, Http11Pool, Target
+from talaria.providers.transport.http11 import (
+    ConnectFailedError,
+    Http11Pool,
+    Target,
+    shared_ssl_context,
+)
 
 if TYPE_CHECKING:
     import httpx2
@@ -53,9 +59,14 @@ class BadURLError(ValueError):
     """A base URL no request can be made to (bad port, unknown scheme): a configuration error."""
 
 
-PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
-"""With one of these set, ``http://`` requests go through httpx2, which honours the proxy and
-``NO_PROXY`` exactly as before."""
+PROXY_VARIABLES = {
+    False: ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"),
+    True: ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"),
+}
+"""With one of these set, ``http://`` (False) or ``https://`` (True) requests go through
+httpx2, which honours the proxy and ``NO_PROXY``."""
+HTTP2_VARIABLE = "TALARIA_HTTP2"
+"""Set (to anything but empty or 0), ``https://`` goes through httpx2 with HTTP/2 offered."""
 
 
 class StreamedAnswer(Protocol):
@@ -68,13 +79,6 @@ class StreamedAnswer(Protocol):
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
     async def aread(self) -> bytes: ...
     async def aclose(self) -> None: ...
-
-
-@functools.cache
-def shared_ssl_context() -> ssl.SSLContext:
-    """One verified TLS context per process: loading the CA bundle costs tens of ms and close
-    to a megabyte, which every agent used to pay (twice) on its first turn."""
-    return ssl.create_default_context()
 
 
 class _LoopPools:
@@ -241,20 +245,27 @@ async def json_answer(method: str, url: str, headers: Mapping[str, str], **optio
 
 
 def _direct_target(url: str, params: Mapping[str, str] | None) -> Target | None:
-    """Where talaria's own client sends ``url``: plain HTTP, no proxy configured, no user and
-    password in the URL; None for what httpx2 takes."""
-    if url[:5].lower() != "http:" or any(map(os.environ.get, PROXY_VARIABLES)):
+    """Where talaria's own client sends ``url``: ``http://`` or ``https://``, no proxy
+    configured, no user and password in the URL, HTTP/2 not asked for; None for what httpx2
+    takes."""
+    scheme = url[:6].lower()
+    secure = scheme == "https:"
+    if not secure and scheme[:5] != "http:":
         return None
-    return _plain_target(url, tuple(params.items()) if params else ())
+    if any(map(os.environ.get, PROXY_VARIABLES[secure])):
+        return None
+    if secure and os.environ.get(HTTP2_VARIABLE, "") not in ("", "0"):
+        return None
+    return _plain_target(url, tuple(params.items()) if params else (), secure)
 
 
 @functools.lru_cache(maxsize=256)
-def _plain_target(url: str, params: tuple[tuple[str, str], ...]) -> Target | None:
+def _plain_target(url: str, params: tuple[tuple[str, str], ...], secure: bool) -> Target | None:
     """`_direct_target` past the proxy check; parsed once per URL (every step posts to the
     same one)."""
     try:
         parts = urlsplit(url)
-        port = parts.port or 80
+        port = parts.port or (443 if secure else 80)
     except ValueError as exc:
         raise BadURLError(f"bad URL {url!r}: {exc}") from exc
     if not parts.hostname:
@@ -262,7 +273,8 @@ def _plain_target(url: str, params: tuple[tuple[str, str], ...]) -> Target | Non
     if parts.username is not None:
         return None
     query = "&".join(filter(None, (parts.query, urlencode(params))))
-    return Target(parts.hostname, port, (parts.path or "/") + (f"?{query}" if query else ""))
+    path = (parts.path or "/") + (f"?{query}" if query else "")
+    return Target(parts.hostname, port, path, secure)
 
 
 def _request(

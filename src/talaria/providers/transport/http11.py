@@ -1,11 +1,13 @@
-"""HTTP/1.1 on asyncio streams, for model servers reached over plain ``http://``.
+"""HTTP/1.1 on asyncio streams, for model servers reached directly over ``http://`` or
+``https://`` (TLS from the standard library's `ssl`).
 
 Local servers (Ollama, llama.cpp, vLLM, LM Studio) and in-cluster endpoints are where a step's
 client cost shows: their answers come back in milliseconds. This client writes the request in one
 call and reads the answer with a handful of stream reads per chunk, about a seventh of a general
-HTTP stack's CPU per step (``bench/transport.py``), and importing it costs nothing beyond asyncio.
-Connections are kept alive per host and reused; ``https://``, proxies and HTTP/2 stay with httpx2
-(`talaria.providers.transport.http` chooses).
+HTTP stack's CPU per step (``bench/transport.py``), and importing it costs nothing beyond asyncio,
+which is what keeps a process's start to its first request near a bare interpreter's, over TLS
+too. Connections are kept alive per host and reused; proxies and HTTP/2 (``TALARIA_HTTP2=1``)
+stay with httpx2 (`talaria.providers.transport.http` chooses).
 
 What it implements of RFC 9112: Content-Length, chunked and close-delimited bodies, informational
 (1xx) answers skipped, keep-alive unless either side says ``close``, gzip/deflate decoded if a
@@ -18,13 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import re
+import ssl
 import zlib
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 
 from talaria.providers.transport.drain import Drains, read_to_end
-from talaria.values import frozen
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers accepted before the answer is called malformed."""
@@ -49,18 +53,27 @@ class InvalidHeaderError(ValueError):
     """A request header that cannot be sent (a line break in it would split the request)."""
 
 
-@frozen(slots=True)
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verified TLS context per process: loading the CA bundle costs tens of ms and close
+    to a megabyte, which every agent used to pay (twice) on its first turn."""
+    return ssl.create_default_context()
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
-    """Where a request goes: ``host`` as written in the URL (no brackets), ``path`` with query."""
+    """Where a request goes: ``host`` as written in the URL (no brackets), ``path`` with query;
+    ``secure``: over TLS (`https://`)."""
 
     host: str
     port: int
     path: str
+    secure: bool = False
 
     @property
     def authority(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if self.port == 80 else f"{host}:{self.port}"
+        return host if self.port == (443 if self.secure else 80) else f"{host}:{self.port}"
 
 
 class _Connection:
@@ -278,7 +291,12 @@ async def _connect(target: Target, seconds: float) -> _Connection:
     try:
         async with asyncio.timeout(seconds):
             reader, writer = await asyncio.open_connection(
-                target.host, target.port, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY, limit=MAX_HEAD
+                target.host,
+                target.port,
+                happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
+                limit=MAX_HEAD,
+                ssl=shared_ssl_context() if target.secure else None,
+                server_hostname=target.host if target.secure else None,
             )
     except TimeoutError:
         raise TimeoutError(f"connecting to {target.authority} took over {seconds:g} s") from None

@@ -8,13 +8,13 @@ event, any of the three line endings, and OpenAI's ``[DONE]`` sentinel.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from talaria import fastjson
-from talaria.values import frozen
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     name: str
     data: str

@@ -8,7 +8,7 @@ split off, streamed tool calls are assembled by index, usage is put in talaria's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from talaria.core import Message, ModelRequest, ModelResponse, StreamHandler, ToolCall, Usage
@@ -18,7 +18,6 @@ from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.profiles import ModelProfile
 from talaria.providers.transport.auth import openai_endpoint
 from talaria.providers.wire.endpoint import EndpointClient
-from talaria.values import mutable
 
 WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 """The message keys the API knows; reasoning and replay state are ours and never sent."""
@@ -189,7 +188,7 @@ def parse_completion(data: Any) -> ModelResponse:
     )
 
 
-@mutable
+@dataclass
 class _PartialCall:
     """A tool call whose pieces are still streaming in."""
 

@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from talaria.events import Event, SessionContinued
@@ -22,13 +23,12 @@ from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin.terminal import kill_group, spawn_shell
 from talaria.tools.process_tracking import REGISTRY as TRACKING
 from talaria.tools.process_tracking import Tracked
-from talaria.values import mutable
 
 LOG_TAIL = 10_000
 POLL_TAIL = 2_000
 
 
-@mutable
+@dataclass
 class BackgroundProcess:
     """A command started in the background, with the log of its output."""
 

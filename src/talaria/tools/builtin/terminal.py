@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -21,7 +22,6 @@ from talaria.tools.process_tracking import REGISTRY as TRACKING
 from talaria.tools.process_tracking import TAG_VARIABLE, Tracked, start_tracking
 from talaria.tools.sandbox import confine, failure_hint
 from talaria.tools.sandbox_seccomp import direct
-from talaria.values import mutable
 
 DEFAULT_TIMEOUT = 180.0
 MAX_TIMEOUT = 600.0
@@ -207,7 +207,7 @@ def _pump(stream: int, buffer: OutputBuffer) -> None:
         buffer.write(chunk)
 
 
-@mutable(slots=True)
+@dataclass(slots=True)
 class RunResult:
     """How a foreground command ended and what it printed."""
 

@@ -14,13 +14,13 @@ import codecs
 import functools
 import ssl
 import urllib.request
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from talaria.tools.base import ToolError
 from talaria.tools.web.addresses import Resolver, checked_addresses, system_resolve
 from talaria.tools.web.settings import WebSettings
-from talaria.values import frozen
 
 if TYPE_CHECKING:
     import httpx2
@@ -31,7 +31,7 @@ ACCEPT = "text/html,application/pdf,text/*;q=0.9,*/*;q=0.5"
 _REDIRECTS = {301, 302, 303, 307, 308}
 
 
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class Page:
     url: str
     """Where the body came from, after redirects."""

@@ -7,12 +7,11 @@ dot, so `Example.ORG.` is `example.org`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from talaria.values import frozen
 
-
-@frozen(slots=True)
+@dataclass(frozen=True, slots=True)
 class WebSettings:
     """The `web.*` settings of one agent (see docs/web.md)."""
 
