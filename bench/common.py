@@ -212,20 +212,6 @@ class ProviderProcess:
         self.stop()
 
 
-def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
-    """(certificate, key) for 127.0.0.1, made by the openssl command; clients trust it through
-    SSL_CERT_FILE."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    if not cert.exists():
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-             "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-             "-addext", "subjectAltName=IP:127.0.0.1"],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
-    return cert, key
-
-
 def unavailable(side: Side) -> str | None:
     """None when the side's interpreter is ready, else the reason it is not."""
     if not side.python.exists():

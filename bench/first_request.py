@@ -48,9 +48,10 @@ from common import (
     compile_talaria,
     median,
     report,
-    self_signed_certificate,
     unavailable,
 )
+
+from talaria.testing.tls import self_signed_certificate
 
 LIBRARY: dict[str, str] = {
     TALARIA.key: (
