@@ -85,5 +85,8 @@ def pg_clean_url(_pg_shared_url: str) -> str:
     from talaria.store.postgres import shared_pool
 
     with shared_pool(_pg_shared_url).connection() as conn:
-        conn.execute("TRUNCATE sessions, messages, session_state, session_writers CASCADE")
+        conn.execute(
+            "TRUNCATE sessions, messages, session_state, session_writers, gateway_inbound, "
+            "gateway_outbound, gateway_chats, gateway_pairing CASCADE"
+        )
     return _pg_shared_url

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from talaria.store.base import StoreError
+from talaria.store.ledger import ledger_migration
 from talaria.store.query import parse_query
 
 TEXT_SEARCH_CONFIG = "english"
@@ -101,6 +102,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX usage_records_time ON usage_records(created_at)",
         "CREATE INDEX usage_records_session ON usage_records(session_id)",
     ),
+    # 2: the gateway's delivery ledger, chats and pairing (store/ledger.py).
+    ledger_migration("double precision"),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast
 from talaria import fastjson
 from talaria.core import Message
 from talaria.store.base import SessionInfo, StoreError, UsageRecord, content_text
+from talaria.store.ledger import ledger_migration
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: sessions, messages (+ full-text index), per-session state.
@@ -114,6 +115,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "INSERT INTO search_progress (id, indexed_upto) "
         "SELECT 1, COALESCE(MAX(id), 0) FROM messages",
     ),
+    # 5: the gateway's delivery ledger, chats and pairing (store/ledger.py).
+    ledger_migration("REAL"),
 )
 
 USAGE_BUCKETS = (

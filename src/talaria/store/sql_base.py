@@ -32,6 +32,7 @@ from talaria.store.base import (
     hand_over,
     lease_expiry,
 )
+from talaria.store.ledger import SqlLedger
 from talaria.store.schema import (
     MESSAGE_COLUMNS,
     USAGE_COLUMNS,
@@ -98,8 +99,9 @@ def check_keep(keep: object) -> int:
     return keep
 
 
-class SqlSessionStore(ABC):
-    """The `SessionStore` methods whose SQL is the same on both backends."""
+class SqlSessionStore(SqlLedger, ABC):
+    """The `SessionStore` methods whose SQL is the same on both backends (and the gateway's
+    delivery ledger, `SqlLedger`)."""
 
     dialect: Dialect
     _clock: Callable[[], float]

@@ -1,0 +1,81 @@
+"""The gateway's delivery ledger on both backends: what a restarted gateway relies on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from talaria.store.ledger import DeliveryLedger, OutboundPart
+from talaria.store.sqlite import SQLiteSessionStore
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DeliveryLedger]:
+    if request.param == "sqlite":
+        with SQLiteSessionStore(tmp_path / "state.db") as store:
+            yield store
+        return
+    from talaria.store.postgres import PostgresSessionStore
+
+    with PostgresSessionStore(request.getfixturevalue("pg_clean_url")) as pg:
+        yield pg
+
+
+def _part(n: int, turn: str = "t1", chat: str = "c1") -> OutboundPart:
+    return OutboundPart(f"{turn}/{n}", "tg", chat, None, f"part {n}", reply_to="in-1")
+
+
+def test_a_redelivered_update_is_recognised_and_an_unanswered_one_is_kept(
+    ledger: DeliveryLedger,
+) -> None:
+    assert isinstance(ledger, DeliveryLedger)
+    payload = {"text": "hello", "sender_id": "u1"}
+    assert ledger.ledger_take_inbound("tg", "in-1", "chat", payload)
+    assert not ledger.ledger_take_inbound("tg", "in-1", "chat", payload)
+    assert ledger.ledger_take_inbound("slack", "in-1", "chat", payload)  # ids are per platform
+    assert ledger.ledger_unfinished_inbound("tg") == [payload]
+    ledger.ledger_finish_inbound("tg", "in-1")
+    assert ledger.ledger_unfinished_inbound("tg") == []
+
+
+def test_an_answer_is_pending_until_the_platform_confirms_each_part(
+    ledger: DeliveryLedger,
+) -> None:
+    ledger.ledger_take_inbound("tg", "in-1", "chat", {"text": "hi"})
+    ledger.ledger_record_answer([_part(0), _part(1)], inbound=("tg", "in-1"))
+    ledger.ledger_record_answer([_part(0)])  # recording again changes nothing
+    assert ledger.ledger_unfinished_inbound("tg") == []
+    assert [p.text for p in ledger.ledger_pending("tg")] == ["part 0", "part 1"]
+    ledger.ledger_count_attempt("t1/0")
+    ledger.ledger_mark_sent("t1/0", "m-77")
+    ledger.ledger_mark_dropped("t1/1")
+    assert ledger.ledger_pending("tg") == []
+    sent = ledger.ledger_part("t1/0")
+    assert sent is not None
+    assert (sent.status, sent.platform_message_id, sent.attempts) == ("sent", "m-77", 1)
+    assert ledger.ledger_pending("slack") == []
+
+
+def test_chats_keep_their_session_and_settings(ledger: DeliveryLedger) -> None:
+    assert ledger.ledger_chat("tg|c1") is None
+    ledger.ledger_set_chat("tg|c1", "tg", "s1", {"model": "m1"})
+    ledger.ledger_set_chat("tg|c1", "tg", "s2", {"model": "m2", "busy": "queue"})
+    assert ledger.ledger_chat("tg|c1") == {
+        "session_id": "s2",
+        "settings": {"model": "m2", "busy": "queue"},
+    }
+
+
+def test_pairing_gives_one_code_per_user_until_the_owner_approves_it(
+    ledger: DeliveryLedger,
+) -> None:
+    code = ledger.ledger_request_pairing("tg", "u9", "Mallory", "ABC123")
+    assert code == "ABC123"
+    assert ledger.ledger_request_pairing("tg", "u9", "Mallory", "ZZZ999") == "ABC123"
+    assert not ledger.ledger_is_paired("tg", "u9")
+    assert ledger.ledger_approve_pairing("NOPE00") is None
+    assert ledger.ledger_approve_pairing("ABC123") == ("tg", "u9")
+    assert ledger.ledger_is_paired("tg", "u9")
+    assert not ledger.ledger_is_paired("slack", "u9")
