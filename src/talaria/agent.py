@@ -232,7 +232,7 @@ class Agent:
         if not self._turn_lock.acquire(blocking=False):
             raise RuntimeError("this agent is already running a turn; interrupt() it first")
         try:
-            note = self._steering.take_queued()
+            note = self._kept_queue().take_queued()
             if note is None:
                 raise ValueError("no message is queued")
             return await self._queued_turns(await self._queued_turn(note))
@@ -373,12 +373,45 @@ class Agent:
     def queue(self, text: str) -> str:
         """Run `text` as a turn of its own once the running one ends (thread-safe; kept in
         the store with the session until it runs). Returns its id (`MessageQueued`)."""
-        return self._steering.queue(text)
+        return self._kept_queue().queue(text)
 
     @property
     def queued_messages(self) -> list[str]:
-        """The messages waiting to run, in order."""
-        return [note.text for note in self._steering.inbox.queued()]
+        """The messages waiting to run, in order (with those a stored session kept)."""
+        return [note.text for note in self.queued]
+
+    @property
+    def queued(self) -> list[UserNote]:
+        """The waiting messages with their ids (`remove_queued`, `edit_queued` name them)."""
+        return self._kept_queue().inbox.queued()
+
+    def clear_queue(self) -> int:
+        """Take back every waiting message (in memory and in the store); how many."""
+        return self._kept_queue().clear()
+
+    def remove_queued(self, message_id: str) -> bool:
+        """Take back one waiting message; False when it has started (or is unknown)."""
+        return self._kept_queue().remove(message_id)
+
+    def edit_queued(self, message_id: str, text: str) -> bool:
+        """New words for a waiting message, in its place; False when it has started."""
+        return self._kept_queue().edit(message_id, text)
+
+    def run_queued(self) -> TurnResult:
+        """`arun_queued` for callers without an event loop."""
+        return self._run_sync(self.arun_queued())
+
+    def _kept_queue(self) -> Steering:
+        """The steering with the queue of the session this agent is on, also before its
+        first turn (a resumed session's kept messages are listed and edited at once)."""
+        session = self._session
+        if session is not None:
+            self._steering.attach(session.store, session.id)
+        elif self._session_ref is not None:
+            store = self.store
+            if store.get_session(self._session_ref) is not None:
+                self._steering.attach(store, self._session_ref)
+        return self._steering
 
     @property
     def running_turn(self) -> str | None:

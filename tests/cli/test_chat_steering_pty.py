@@ -6,6 +6,7 @@ it was delivered."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -97,3 +98,76 @@ def test_steer_with_no_turn_running_is_sent_as_a_message(
     terminal.send("/quit")
     assert terminal.wait_exit() == 0
     assert user_texts(provider, 0) == ["are you there"]
+
+
+def test_the_waiting_messages_are_shown_edited_and_dropped(
+    provider: ScriptedProvider,  # noqa: F811
+    chat: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    provider.add(call("terminal", {"command": WAIT_FOR_GO}), text("First done."))
+    provider.add(text("Answered TWO."), text("Answered four."))
+    terminal = chat("--yolo", toolsets="terminal")
+    terminal.send("one")
+    wait_for_file(terminal, tmp_path / "started")
+    for line in ("two", "three", "four"):
+        terminal.send(line)
+        terminal.expect(f"queued: {line}")
+    terminal.expect("↳ four")  # the waiting messages stay on screen under the spinner
+    terminal.send("/queue drop 2")
+    terminal.expect("dropped queued 2")
+    terminal.send("/queue edit 1 TWO")
+    terminal.expect("edited queued 1")
+    terminal.child.send("\x1b\x1b[A")  # Alt+Up: the last one back on the input line
+    terminal.send(" please")
+    terminal.expect("queued: four please")
+    terminal.send("/queue")
+    terminal.expect("queued 1: TWO")
+    terminal.expect("queued 2: four please")
+    (tmp_path / "go").touch()
+
+    terminal.expect("Answered four.")
+    terminal.send("/quit")
+    assert terminal.wait_exit() == 0
+    terminal.assert_clean()
+    assert [user_texts(provider, i)[-1] for i in (2, 3)] == ["TWO", "four please"]
+    assert len(provider.requests) == 4
+    assert provider.invalid_requests == []
+
+
+def test_a_queued_message_survives_a_killed_chat_and_runs_once(
+    provider: ScriptedProvider,  # noqa: F811
+    chat: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    provider.add(call("terminal", {"command": WAIT_FOR_GO}))
+    provider.add(text("Ran the survivor."), text("Fresh."))
+    terminal = chat("--yolo", toolsets="terminal")
+    terminal.send("one")
+    wait_for_file(terminal, tmp_path / "started")
+    terminal.send("two")
+    terminal.expect("queued: two")
+    terminal.child.kill(signal.SIGKILL)
+    terminal.child.wait()
+    (tmp_path / "go").touch()  # the orphaned command ends
+
+    resumed = chat("--continue", "--yolo", toolsets="terminal")
+    resumed.expect("1 message(s) were queued when this session last ran")
+    resumed.expect("queued 1: two")
+    resumed.send("/queue run")
+    resumed.expect("Ran the survivor.")
+    resumed.send("/quit")
+    assert resumed.wait_exit() == 0
+
+    again = chat("--continue", toolsets="terminal")
+    again.send("/queue")
+    again.expect("nothing is queued")
+    again.send("three")
+    again.expect("Fresh.")
+    again.send("/quit")
+    assert again.wait_exit() == 0
+    again.assert_clean()
+    assert user_texts(provider, 1)[-1].endswith("two")  # after the killed turn's own message
+    assert "\n".join(user_texts(provider, 2)).count("two") == 1, "it ran once"
+    assert user_texts(provider, 2)[-1] == "three"
+    assert provider.invalid_requests == []

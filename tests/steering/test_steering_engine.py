@@ -276,3 +276,49 @@ def test_a_queued_message_survives_a_crash_and_runs_once(tmp_path: Path) -> None
 def _last_user_text(body: dict[str, Any]) -> str:
     user = [m for m in body["messages"] if m["role"] == "user"][-1]
     return str(user["content"])
+
+
+def test_the_queue_is_edited_and_taken_back_in_the_store_too(tmp_path: Path) -> None:
+    steps = [text("first"), text("ran the edited one"), text("last")]
+    with ScriptedProvider(steps) as server:
+        agent = scripted_agent(server, tmp_path, session_id="queue-edit")
+        agent.run_conversation("start")
+        first, second, third = (agent.queue(t) for t in ("one", "two", "three"))
+        assert agent.edit_queued(second, "two, said better")
+        assert agent.remove_queued(first) and agent.remove_queued(third)
+        assert not agent.remove_queued(first), "already taken back"
+        assert [(n.id, n.text) for n in agent.queued] == [(second, "two, said better")]
+
+        elsewhere = scripted_agent(server, tmp_path, session_id="queue-edit")
+        assert elsewhere.queued_messages == ["two, said better"], "as the store keeps it"
+        assert elsewhere.run_queued()["final_response"] == "ran the edited one"
+        assert agent.clear_queue() == 1, "this agent still held it in memory"
+        assert scripted_agent(server, tmp_path, session_id="queue-edit").queued_messages == []
+        assert [_last_user_text(r.body) for r in server.requests[1:]] == ["two, said better"]
+
+
+def test_a_message_queued_before_the_session_exists_is_kept_once_it_does(tmp_path: Path) -> None:
+    with ScriptedProvider([call("add", {"a": 1, "b": 2}), text("never")]) as server:
+        agent = scripted_agent(server, tmp_path)
+        agent.queue("queued before any turn")
+        seen = Recorder()
+        agent.subscribe(seen)
+        seen.on[ev.ToolStarted] = lambda _: agent.interrupt(reason="stop")  # the queue waits
+        result = agent.run_conversation("hello")
+        assert result["interrupted"]
+        kept = scripted_agent(server, tmp_path, session_id=result["session_id"])
+        assert kept.queued_messages == ["queued before any turn"]
+
+
+def test_a_queue_follows_the_agent_to_another_session_and_runs_once(tmp_path: Path) -> None:
+    steps = [text("a"), text("b"), text("the moved message ran")]
+    with ScriptedProvider(steps) as server:
+        agent = scripted_agent(server, tmp_path, session_id="first-session")
+        agent.run_conversation("in the first session")
+        agent.queue("moves along")
+        agent.session_id = "second-session"
+        result = agent.run_conversation("in the second session")
+        assert result["final_response"] == "the moved message ran"
+        for session in ("first-session", "second-session"):
+            again = scripted_agent(server, tmp_path, session_id=session)
+            assert again.queued_messages == [], f"{session} keeps nothing to run twice"

@@ -11,7 +11,6 @@ client of engine events: it never makes loop decisions.
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
 import queue
 import sys
@@ -31,6 +30,7 @@ from prompt_toolkit.styles import Style
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK, ROUTED_WARNINGS
 from talaria.cli.options import agent_kwargs
 from talaria.cli.prompts import QuestionBroker, bind_single_keys
+from talaria.cli.render import clip, terminal_width
 from talaria.cli.slash import (
     SlashCompleter,
     SlashRegistry,
@@ -117,6 +117,17 @@ def quiet_logging(home: Path) -> None:
     logging.captureWarnings(True)
 
 
+def queued_lines(waiting: list[str], shown: int = 3) -> list[str]:
+    """The waiting messages under the spinner, one line each (the first few)."""
+    width = max(20, terminal_width() - 6)
+    lines = [f"  ↳ {clip(' '.join(text.split()), width)}" for text in waiting[:shown]]
+    if len(waiting) > shown:
+        lines.append(f"  ↳ … {len(waiting) - shown} more (/queue lists them)")
+    if waiting:
+        lines.append("  (Alt+↑ takes the last one back to edit · /queue edits, drops, clears)")
+    return lines
+
+
 class Chat:
     """The REPL: prompt loop on the main thread, turns on a worker; the `CommandHost` of the
     slash commands."""
@@ -138,11 +149,6 @@ class Chat:
         self._busy = threading.Event()
         self._waiting = 0
         self._waiting_lock = threading.Lock()
-        self._queued: list[tuple[int, str]] = []
-        """Messages waiting for the running turn to end, in order (key, text)."""
-        self._dropped = 0
-        """Waiting jobs of messages `/queue clear` took back (they run as nothing)."""
-        self._keys = itertools.count(1)
         self._quitting = False
         self._ctrl_c_armed = False
         self._titles: list[tuple[str, str]] = []
@@ -265,6 +271,13 @@ class Chat:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
+        @bindings.add("escape", "up")
+        def _edit_last_queued(event: KeyPressEvent) -> None:
+            text = "" if event.current_buffer.text else self.take_back_last()
+            if text:
+                event.current_buffer.text = text
+                event.current_buffer.cursor_position = len(text)
+
         bind_single_keys(bindings, self.broker, lambda chosen: self.renderer.note(f"  → {chosen}"))
         return bindings
 
@@ -272,9 +285,15 @@ class Chat:
         question = self.broker.pending()
         if question is not None:
             return FormattedText([("class:question", question.label)])
+        waiting = self.agent.queued_messages if self._busy.is_set() else []
+        self.renderer.queued = len(waiting)
         status = self.renderer.status()
+        lines = [status] if status else []
+        lines += queued_lines(waiting)
         prompt = [("class:prompt", "› ")]
-        return FormattedText([("class:status", status + "\n"), *prompt] if status else prompt)
+        return FormattedText(
+            [("class:status", "\n".join(lines) + "\n"), *prompt] if lines else prompt
+        )
 
     def _handle(self, line: str) -> None:
         parsed = parse_command(line)
@@ -289,8 +308,6 @@ class Chat:
         elif parsed is not None:
             self._command(*parsed)
         elif line.strip():
-            if self.busy:
-                self.renderer.note(f"· queued: {line.strip()}")
             self.submit(line)
 
     def _command(self, name: str, arg: str) -> None:
@@ -344,6 +361,15 @@ class Chat:
         )
         if self.agent.session_id:
             self._recap(self.agent.session_id)
+            self._kept_queue_note("were queued when this session last ran: they run after your "
+                                  "next message (/queue run: now)")  # fmt: skip
+
+    def _kept_queue_note(self, what: str) -> None:
+        waiting = self.agent.queued_messages
+        if waiting:
+            self.renderer.note(f"· {len(waiting)} message(s) {what}", "yellow", wrap=True)
+            for position, text in enumerate(waiting, 1):
+                self.renderer.note(f"· queued {position}: {' '.join(text.split())}")
 
     def _shutdown(self, worker: threading.Thread) -> None:
         self._quitting = True
@@ -353,6 +379,7 @@ class Chat:
         self._drain()
         self._jobs.put(_STOP_WORKER)
         worker.join(timeout=30)
+        self._kept_queue_note("stay queued with the session: they run when you resume it")
         session_id = self.agent.session_id
         self.agent.close()
         if session_id and self.agent.store.get_session(session_id) is not None:
@@ -363,13 +390,7 @@ class Chat:
     def _enqueue(self, job: Job) -> None:
         with self._waiting_lock:
             self._waiting += 1
-            self._show_waiting()
         self._jobs.put((job, True))
-
-    def _show_waiting(self) -> None:
-        """The spinner's count of what waits (call with the waiting lock held)."""
-        waiting = self._waiting - self._dropped
-        self.renderer.queued = waiting if self._busy.is_set() else 0
 
     def _drain(self) -> None:
         while True:
@@ -389,7 +410,6 @@ class Chat:
                 continue
             with self._waiting_lock:
                 self._waiting -= 1
-                self._show_waiting()
             self._busy.set()
             try:
                 self._safely(job)
@@ -422,16 +442,25 @@ class Chat:
             )
 
     def _turn(self, text: str) -> None:
+        self.renderer.echo_user(text)
+        self._run_turns(lambda: self.agent.run_conversation(text))
+
+    def _queued_turns(self) -> None:
+        """Run what waits in the agent's queue (a running turn usually already ran it; each
+        message is echoed when its turn starts)."""
+        if self.agent.queued_messages:
+            self._run_turns(self.agent.run_queued)
+
+    def _run_turns(self, turns: Callable[[], TurnResult]) -> None:
         from talaria.cli.session_setup import current_setup, record_setup
         from talaria.config import ConfigError
         from talaria.providers.errors import ProviderError
         from talaria.store.base import StoreError
 
-        self.renderer.echo_user(text)
         self.renderer.begin_turn()
         started = time.monotonic()
         try:
-            result = self.agent.run_conversation(text)
+            result = turns()
         except (ConfigError, ProviderError, StoreError, ValueError) as exc:
             self.renderer.abort_turn()
             self.renderer.error(getattr(exc, "message", None) or str(exc))
@@ -552,32 +581,45 @@ class Chat:
         return (before, len(self.agent.messages)) if changed else None
 
     def submit(self, text: str) -> None:
-        with self._waiting_lock:
-            entry = (next(self._keys), text)
-            self._queued.append(entry)
-        self._enqueue(lambda: self._queued_turn(entry))
-
-    def _queued_turn(self, entry: tuple[int, str]) -> None:
-        with self._waiting_lock:
-            if entry not in self._queued:  # taken back by /queue clear
-                self._dropped -= 1
-                self._show_waiting()
-                return
-            self._queued.remove(entry)
-        self._turn(entry[1])
+        """A message from the user: while something runs it waits in the agent's queue, kept
+        with the session in the store (a crash of the chat loses none of it); otherwise it
+        starts a turn."""
+        if not self.busy:
+            self._enqueue(lambda: self._turn(text))
+            return
+        self.agent.queue(text)
+        self.renderer.note(f"· queued: {' '.join(text.split())}")
+        self._enqueue(self._queued_turns)
 
     def queued_messages(self) -> list[str]:
-        with self._waiting_lock:
-            return [text for _, text in self._queued]
+        return self.agent.queued_messages
 
     def clear_queue(self) -> int:
-        with self._waiting_lock:
-            count = len(self._queued)
-            self._queued.clear()
-            self._dropped += count
-            self._show_waiting()
+        count = self.agent.clear_queue()
         self._invalidate()
         return count
+
+    def drop_queued(self, number: int) -> bool:
+        waiting = self.agent.queued
+        if not 1 <= number <= len(waiting):
+            return False
+        dropped = self.agent.remove_queued(waiting[number - 1].id)
+        self._invalidate()
+        return dropped
+
+    def edit_queued(self, number: int, text: str) -> bool:
+        waiting = self.agent.queued
+        return 1 <= number <= len(waiting) and self.agent.edit_queued(waiting[number - 1].id, text)
+
+    def run_queue(self) -> None:
+        self._enqueue(self._queued_turns)
+
+    def take_back_last(self) -> str:
+        """The last waiting message, taken off the queue ('' when none waits)."""
+        waiting = self.agent.queued
+        if waiting and self.agent.remove_queued(waiting[-1].id):
+            return waiting[-1].text
+        return ""
 
     def steer(self, text: str) -> bool:
         """Steer the running turn; False when none runs (or it just ended)."""

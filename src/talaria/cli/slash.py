@@ -75,6 +75,15 @@ class CommandHost(Protocol):
     def clear_queue(self) -> int:
         """Take back the waiting messages; how many there were."""
 
+    def drop_queued(self, number: int) -> bool:
+        """Take back the waiting message `number` (from 1); False when there is none."""
+
+    def edit_queued(self, number: int, text: str) -> bool:
+        """New words for the waiting message `number`; False when there is none."""
+
+    def run_queue(self) -> None:
+        """Run the waiting messages now (after what runs)."""
+
     def steer(self, text: str) -> bool:
         """Add `text` to the running turn (its next model call reads it); False when no
         turn runs."""
@@ -291,21 +300,38 @@ def _stop(host: CommandHost, arg: str) -> None:
         host.renderer.note("· nothing is running")
 
 
+QUEUE_USAGE = "· usage: /queue [clear | run | drop N | edit N <text>]"
+
+
 def _queue(host: CommandHost, arg: str) -> None:
-    if arg.strip() == "clear":
+    """The messages waiting in the agent's queue (kept with the session): list, clear, run
+    now, drop or edit one by its number in the list."""
+    action, _, rest = arg.strip().partition(" ")
+    number, _, text = rest.strip().partition(" ")
+    if action == "clear" and not rest:
         count = host.clear_queue()
         host.renderer.note(
             f"· took back {count} queued message(s)" if count else "· nothing is queued"
         )
-        return
-    if arg.strip():
-        host.renderer.note("· usage: /queue (list the waiting messages) or /queue clear", "yellow")
-        return
-    waiting = host.queued_messages()
-    if not waiting:
-        host.renderer.note("· nothing is queued (Enter while the agent works queues a message)")
-    for number, text in enumerate(waiting, 1):
-        host.renderer.note(f"· queued {number}: {' '.join(text.split())}")
+    elif action == "run" and not rest:
+        if host.queued_messages():
+            host.run_queue()
+        else:
+            host.renderer.note("· nothing is queued")
+    elif action == "drop" and number.isdigit() and not text:
+        done = host.drop_queued(int(number))
+        host.renderer.note(f"· dropped queued {number}" if done else f"· no queued {number}")
+    elif action == "edit" and number.isdigit() and text.strip():
+        done = host.edit_queued(int(number), text.strip())
+        host.renderer.note(f"· edited queued {number}" if done else f"· no queued {number}")
+    elif action:
+        host.renderer.note(QUEUE_USAGE, "yellow")
+    else:
+        waiting = host.queued_messages()
+        if not waiting:
+            host.renderer.note("· nothing is queued (Enter while the agent works queues a message)")
+        for position, queued in enumerate(waiting, 1):
+            host.renderer.note(f"· queued {position}: {' '.join(queued.split())}")
 
 
 def _steer(host: CommandHost, arg: str) -> None:
@@ -464,7 +490,11 @@ def build_registry() -> SlashRegistry:
             "steer", "tell the running turn something now", _steer, "<text>", immediate=True
         ),
         SlashCommand(
-            "queue", "list or clear the waiting messages", _queue, "[clear]", immediate=True
+            "queue",
+            "the waiting messages: list, run, edit, drop",
+            _queue,
+            "[clear|run|drop|edit]",
+            immediate=True,
         ),
         SlashCommand("retry", "send the last message again", _retry),
         SlashCommand("undo", "drop the last exchange", _undo),

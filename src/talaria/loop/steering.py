@@ -137,6 +137,29 @@ class SteeringInbox:
         with self._lock:
             return self._queue.pop(0) if self._queue else None
 
+    def clear(self) -> list[UserNote]:
+        """Take back every waiting message (returned, in order)."""
+        with self._lock:
+            taken, self._queue = self._queue, []
+        return taken
+
+    def remove(self, note_id: str) -> UserNote | None:
+        """Take back one waiting message (None when it is no longer waiting)."""
+        with self._lock:
+            for index, note in enumerate(self._queue):
+                if note.id == note_id:
+                    return self._queue.pop(index)
+        return None
+
+    def replace(self, note_id: str, text: str) -> bool:
+        """Change a waiting message's words in place (False when it is no longer waiting)."""
+        with self._lock:
+            for index, note in enumerate(self._queue):
+                if note.id == note_id:
+                    self._queue[index] = UserNote(note.id, text, note.from_steer)
+                    return True
+        return False
+
     def queued(self) -> list[UserNote]:
         """The waiting messages, in the order they will run."""
         with self._lock:
@@ -160,21 +183,30 @@ class Steering:
 
     def attach(self, store: SessionStore | None, session_id: str) -> None:
         """The session the queue belongs to: messages its store kept (queued by a process
-        that ended before running them) join the queue, once."""
+        that ended before running them) join the queue, once. The queue moves with the
+        agent: messages queued before a session was known are saved with this one, and a
+        session the agent leaves (another one resumed, compression continued in a new one)
+        keeps none of them, so each runs once."""
         where = (store, session_id) if store is not None else None
         if where == self._kept_in:
             return
-        self._kept_in = where
-        if store is None:
-            return
+        left, self._kept_in = self._kept_in, where
+        if left is not None:
+            self._write(left, [])
+        kept = self._read(where) if where is not None else []
+        if kept:
+            self.inbox.adopt(kept)
+        if [note.id for note in self.inbox.queued()] != [note.id for note in kept]:
+            self._save()
+
+    def _read(self, where: tuple[SessionStore, str]) -> list[UserNote]:
+        store, session_id = where
         try:
             raw = store.get_state(session_id, QUEUE_STATE_KEY)
         except Exception as exc:  # a store that cannot say keeps nothing from before
             log.warning("queued messages of %s not read: %s", session_id, exc)
-            return
-        kept = [note for note in map(UserNote.from_state, raw or []) if note is not None]
-        if kept:
-            self.inbox.adopt(kept)
+            return []
+        return [note for note in map(UserNote.from_state, raw or []) if note is not None]
 
     def steer(self, text: str, turn_id: str | None) -> str:
         note, accepted = self.inbox.steer(text, turn_id)
@@ -188,6 +220,27 @@ class Steering:
         note, position = self.inbox.queue(text, first=first)
         self._queued(note, position)
         return note.id
+
+    def clear(self) -> int:
+        """Take back every waiting message; how many there were."""
+        taken = self.inbox.clear()
+        if taken:
+            self._save()
+        return len(taken)
+
+    def remove(self, note_id: str) -> bool:
+        """Take back one waiting message; False when it already ran (or never was)."""
+        if self.inbox.remove(note_id) is None:
+            return False
+        self._save()
+        return True
+
+    def edit(self, note_id: str, text: str) -> bool:
+        """New words for a waiting message, in its place; False when it already ran."""
+        if not self.inbox.replace(note_id, text):
+            return False
+        self._save()
+        return True
 
     def interrupting(self, text: str, turn_id: str | None) -> None:
         """`interrupt(message)`: the message runs first once the turn has stopped."""
@@ -238,13 +291,13 @@ class Steering:
         return next((i for i, n in enumerate(queued, 1) if n.id == note.id), len(queued))
 
     def _save(self) -> None:
-        if self._kept_in is None:
-            return
-        store, session_id = self._kept_in
+        if self._kept_in is not None:
+            self._write(self._kept_in, self.inbox.queued())
+
+    def _write(self, where: tuple[SessionStore, str], notes: list[UserNote]) -> None:
+        store, session_id = where
         try:
-            store.set_state(
-                session_id, QUEUE_STATE_KEY, [n.to_state() for n in self.inbox.queued()]
-            )
+            store.set_state(session_id, QUEUE_STATE_KEY, [n.to_state() for n in notes])
         except Exception as exc:  # the queue still runs from memory; say it is not kept
             log.warning("queued messages of %s not saved: %s", session_id, exc)
             self._emit(Notice("warning", f"the queued messages are not saved: {exc}"))
