@@ -297,6 +297,12 @@ SCHEMA: dict[str, Rule] = {
     "server.approvals": choice("deny", "deny", "off"),
     "server.max_live_sessions": integer(256, minimum=1),
     "server.run_retention": seconds(900),
+    "gateway.platforms": mapping(
+        "a mapping of platform name -> {type, token, allow_users, allow_rooms, ...}",
+        secret=("*.token", "*.bot_token", "*.app_token", "*.password", "*.signing_secret"),
+    ),
+    "gateway.edit_interval": seconds(1.0),
+    "gateway.compress_at": number(0.85, minimum=0.1, maximum=1.0),
 }
 
 

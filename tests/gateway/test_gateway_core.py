@@ -1,0 +1,286 @@
+"""`talaria gateway`'s core on the in-memory platform: what a chat user sees, and who may talk."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from gateway_support import running_gateway
+from helpers import FOREVER
+from talaria.gateway.fake import press, user_message
+from talaria.gateway.platform import Capabilities, ChatRef
+from talaria.testing import ScriptedProvider, call, calls, text
+
+ROOM = ChatRef("fake", "room-1")
+
+
+async def test_a_message_gets_one_answer_in_a_session_of_its_own(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("Hello Alice!")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("hi"))
+            answer = await gw.platform.wait_for(lambda m: "Hello Alice!" in m.text)
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("fake"))
+            sessions = gw.store.list_sessions()
+    assert answer.text == "Hello Alice!" and answer.chat == ChatRef("fake", "dm-alice")
+    assert [s.source for s in sessions] == ["gateway"]
+    assert gw.store.load_messages(sessions[0].id)[0]["content"] == "hi"
+    assert gw.store.ledger_pending("fake") == []
+
+
+async def test_a_tool_turn_shows_one_progress_message_then_the_answer(tmp_path: Path) -> None:
+    server = ScriptedProvider([calls(("add", {"a": 2, "b": 3})), text("It is 5.")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("what is 2+3?"))
+            await gw.platform.wait_for(lambda m: m.text == "It is 5.")
+    progress, answer = gw.platform.messages
+    assert progress.text == "✓ add → 5"
+    assert progress.edits and "{" not in progress.text  # edited in place, no raw JSON
+    assert answer.text == "It is 5."
+
+
+async def test_without_edits_each_tool_is_a_follow_up_and_answers_are_split_at_the_limit(
+    tmp_path: Path,
+) -> None:
+    long_answer = "```\n" + "\n".join(f"line {n}" for n in range(30)) + "\n```"
+    server = ScriptedProvider([calls(("add", {"a": 1, "b": 1})), text(long_answer)])
+    plain = Capabilities(can_edit=False, max_len=100)
+    with server:
+        async with running_gateway(server, tmp_path, capabilities=plain) as gw:
+            await gw.platform.deliver(user_message("count"))
+            await gw.platform.wait_for(lambda m: "line 29" in m.text)
+    follow_up, *parts = gw.texts()
+    assert follow_up == "✓ add → 2"
+    assert len(parts) > 1 and all(len(p) <= 100 for p in parts)
+    assert all(p.startswith("```") and p.endswith("```") for p in parts)  # each renders alone
+    assert not any(m.edits for m in gw.platform.messages)
+
+
+async def test_a_stranger_reaches_no_model_and_a_paired_one_does(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("Welcome, Mallory.")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("hi all", chat=ROOM, sender="mallory"))
+            await gw.platform.deliver(
+                user_message("@bot hi", chat=ROOM, sender="mallory", mentioned=True)
+            )
+            await gw.platform.deliver(user_message("let me in", sender="mallory"))
+            code_message = await gw.platform.wait_for(lambda m: "gateway pair" in m.text)
+            assert server.requests == [] and len(gw.platform.messages) == 1
+            code = code_message.text.rsplit(" ", 1)[-1]
+            assert gw.store.ledger_approve_pairing(code) == ("fake", "mallory")
+            await gw.platform.deliver(user_message("now?", sender="mallory"))
+            await gw.platform.wait_for(lambda m: m.text == "Welcome, Mallory.")
+
+
+async def test_without_pairing_a_stranger_gets_nothing_at_all(tmp_path: Path) -> None:
+    server = ScriptedProvider([])
+    with server:
+        async with running_gateway(server, tmp_path, settings={"pairing": False}) as gw:
+            await gw.platform.deliver(user_message("hello?", sender="mallory"))
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("fake"))
+    assert gw.platform.messages == [] and server.requests == []
+
+
+async def test_in_a_group_it_answers_only_when_addressed(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("one"), text("two"), text("three")])
+    with server:
+        async with running_gateway(server, tmp_path, settings={"prefix": "!ai"}) as gw:
+            await gw.platform.deliver(user_message("chatting", chat=ROOM))
+            await gw.platform.deliver(user_message("!ai first", chat=ROOM))
+            await gw.platform.wait_for(lambda m: m.text == "one")
+            await gw.platform.deliver(user_message("second", chat=ROOM, reply_to_bot=True))
+            await gw.platform.wait_for(lambda m: m.text == "two")
+    prompts = [r.body["messages"][-1]["content"] for r in server.requests]
+    assert prompts == ["first", "second"]
+
+
+async def test_a_redelivered_update_gets_one_reply(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("only once"), text("never")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            message = user_message("hi", message_id="update-7")
+            await gw.platform.deliver(message)
+            await gw.platform.deliver(message)
+            await gw.platform.wait_for(lambda m: m.text == "only once")
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("fake"))
+    assert gw.texts() == ["only once"] and len(server.requests) == 1
+
+
+async def test_a_rate_limited_answer_waits_then_arrives_once(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("patience")])
+    with server:
+        async with running_gateway(server, tmp_path, settings={"stream": False}) as gw:
+            gw.platform.flood(7.0, 3.0)
+            await gw.platform.deliver(user_message("hi"))
+            await gw.platform.wait_for(lambda m: m.text == "patience")
+    assert gw.platform.refused == 2 and gw.waits == [7.0, 3.0]
+    assert gw.texts() == ["patience"]
+
+
+async def test_an_approval_answered_with_a_button_runs_the_command(tmp_path: Path) -> None:
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    server = ScriptedProvider(
+        [calls(("terminal", {"command": f"rm -rf {doomed}"})), text("Deleted.")]
+    )
+    agent = {"toolsets": ["terminal"], "tools": []}
+    with server:
+        async with running_gateway(server, tmp_path, agent=agent) as gw:
+            await gw.platform.deliver(user_message("delete it"))
+            question = await gw.platform.wait_for(lambda m: "Request 1" in m.text)
+            assert question.buttons[0].label == "Allow once"
+            await gw.platform.deliver(press(question, "1:once", sender="mallory"))  # not theirs
+            await gw.platform.deliver(press(question, "1:once"))
+            await gw.platform.wait_for(lambda m: m.text == "Deleted.")
+    assert not doomed.exists()
+    assert "Answered: once" in question.text and question.buttons == ()
+
+
+async def test_an_approval_denied_with_a_command_does_not_run_it(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    server = ScriptedProvider([calls(("terminal", {"command": f"rm -rf {kept}"})), text("OK.")])
+    agent = {"toolsets": ["terminal"], "tools": []}
+    plain = Capabilities(can_edit=False, max_len=1000)
+    with server:
+        async with running_gateway(server, tmp_path, agent=agent, capabilities=plain) as gw:
+            await gw.platform.deliver(user_message("delete it"))
+            question = await gw.platform.wait_for(lambda m: "/deny 1" in m.text)
+            await gw.platform.deliver(user_message("/deny 1"))
+            await gw.platform.wait_for(lambda m: m.text == "OK.")
+    assert kept.exists()
+    assert "Request 1 denied." in gw.texts()
+    assert question.buttons == ()
+
+
+async def test_a_withdrawn_request_edits_its_message(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    server = ScriptedProvider([calls(("terminal", {"command": f"rm -rf {kept}"})), text("OK.")])
+    agent = {"toolsets": ["terminal"], "tools": [], "config": {"approvals.timeout": 0.2}}
+    with server:
+        async with running_gateway(server, tmp_path, agent=agent) as gw:
+            await gw.platform.deliver(user_message("delete it"))
+            question = await gw.platform.wait_for(lambda m: "Withdrawn (timeout)" in m.text)
+            await gw.platform.wait_for(lambda m: "approval timed out" in m.text)
+    assert kept.exists() and question.text.startswith("Request 1")
+
+
+async def test_stop_ends_a_running_turn_and_no_reply_follows(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("too late", delay=FOREVER), text("fresh")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("slow question"))
+            await gw.until(lambda: len(server.requests) == 1)
+            await gw.platform.deliver(user_message("/stop"))
+            await gw.platform.wait_for(lambda m: m.text == "Stopped.")
+            chat = gw.gateway.chat("fake", ChatRef("fake", "dm-alice"))
+            await gw.until(lambda: chat.run is not None and chat.run.done())
+            await gw.platform.deliver(user_message("again"))
+            await gw.platform.wait_for(lambda m: m.text == "fresh")
+    assert "too late" not in " ".join(gw.texts())
+
+
+async def test_busy_queue_answers_both_in_order(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("first answer", delay=0.5), text("second answer")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("first"))
+            await gw.until(lambda: len(server.requests) == 1)
+            await gw.platform.deliver(user_message("second"))
+            await gw.platform.wait_for(lambda m: m.text == "second answer")
+    texts = gw.texts()
+    assert texts.index("Queued: I will answer this when the current task is done.") < (
+        texts.index("first answer")
+    )
+    assert texts.index("first answer") < texts.index("second answer")
+
+
+async def test_busy_interrupt_drops_the_stale_reply_and_answers_the_new_message(
+    tmp_path: Path,
+) -> None:
+    server = ScriptedProvider([text("stale", delay=FOREVER), text("current")])
+    with server:
+        async with running_gateway(server, tmp_path, settings={"busy": "interrupt"}) as gw:
+            await gw.platform.deliver(user_message("first"))
+            await gw.until(lambda: len(server.requests) == 1)
+            await gw.platform.deliver(user_message("never mind, this"))
+            await gw.platform.wait_for(lambda m: m.text == "current")
+    assert "stale" not in " ".join(gw.texts())
+    assert "Stopping the current task to answer this." in gw.texts()
+    assert server.requests[-1].body["messages"][-1]["content"].endswith("never mind, this")
+
+
+async def test_busy_steer_reaches_the_running_turn(tmp_path: Path) -> None:
+    server = ScriptedProvider([call("add", {"a": 1, "b": 2}, delay=0.5), text("steered")])
+    with server:
+        async with running_gateway(server, tmp_path, settings={"busy": "steer"}) as gw:
+            await gw.platform.deliver(user_message("add"))
+            await gw.until(lambda: len(server.requests) == 1)
+            await gw.platform.deliver(user_message("also say hi"))
+            await gw.platform.wait_for(lambda m: m.text == "steered")
+    contents = [str(m.get("content")) for m in server.requests[1].body["messages"]]
+    assert any("also say hi" in c for c in contents)
+    assert "Noted: I am adding this to the task in progress." in gw.texts()
+    assert len(server.requests) == 2
+
+
+async def test_commands_new_model_usage_help_and_busy(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("one"), text("two")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("hi"))
+            await gw.platform.wait_for(lambda m: m.text == "one")
+            for command in ("/usage", "/model other-model", "/busy steer", "/help", "/new"):
+                await gw.platform.deliver(user_message(command))
+            await gw.platform.wait_for(lambda m: m.text == "New conversation started.")
+            await gw.platform.deliver(user_message("hello again"))
+            await gw.platform.wait_for(lambda m: m.text == "two")
+    texts = gw.texts()
+    assert texts[1].startswith("This conversation: ") and "tokens in" in texts[1]
+    assert "Model for this chat: other-model" in texts and "Busy mode for this chat: steer" in texts
+    assert any(t.startswith("Commands:") for t in texts)
+    assert server.requests[-1].body["model"] == "other-model"
+    assert len(server.requests[-1].body["messages"]) == 2  # system + the new message only
+    assert len(gw.store.list_sessions()) == 2
+
+
+async def test_a_reply_never_goes_to_another_room(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("for A", delay=0.3), text("for B")])
+    room_b = ChatRef("fake", "room-b")
+    with server:
+        async with running_gateway(server, tmp_path, settings={"allow_rooms": ["room-a"]}) as gw:
+            await gw.platform.deliver(
+                user_message("a?", chat=ChatRef("fake", "room-a"), mentioned=True)
+            )
+            await gw.until(lambda: len(server.requests) == 1)
+            await gw.platform.deliver(user_message("b?", chat=room_b, mentioned=True))
+            await gw.platform.wait_for(lambda m: m.text == "for B")
+            await gw.platform.wait_for(lambda m: m.text == "for A")
+    by_text = {m.text: m.chat.chat_id for m in gw.platform.messages}
+    assert by_text == {"for A": "room-a", "for B": "room-b"}
+
+
+async def test_after_a_restart_a_pending_answer_is_sent_once(tmp_path: Path) -> None:
+    server = ScriptedProvider([])
+    from talaria.store.ledger import OutboundPart
+    from talaria.store.sqlite import SQLiteSessionStore
+
+    store = SQLiteSessionStore(tmp_path / "state.db")
+    store.ledger_take_inbound("fake", "in-1", "k", {"text": "hi"})
+    unsent = OutboundPart("fake:in-1/0", "fake", "dm-alice", None, "the answer")
+    tried = OutboundPart("fake:in-2/0", "fake", "dm-alice", None, "maybe sent")
+    store.ledger_record_answer([unsent, tried], inbound=("fake", "in-1"))
+    store.ledger_count_attempt(tried.id)
+    with server:
+        async with running_gateway(server, tmp_path, store=store) as gw:
+            await gw.platform.wait_for(lambda m: "maybe sent" in m.text)
+        async with running_gateway(server, tmp_path, store=store, platform=gw.platform):
+            await asyncio.sleep(0)
+    assert gw.texts() == [
+        "the answer",
+        "(sent again after a restart; you may see this twice)\nmaybe sent",
+    ]
+    assert server.requests == []

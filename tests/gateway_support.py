@@ -1,0 +1,75 @@
+"""A gateway on the in-memory platform and the scripted provider, for the core's tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helpers import scripted_agent
+from talaria.gateway.core import Gateway
+from talaria.gateway.fake import FakePlatform
+from talaria.gateway.platform import Capabilities
+from talaria.gateway.settings import platform_settings
+from talaria.store.sqlite import SQLiteSessionStore
+from talaria.testing import ScriptedProvider
+
+ALICE = "alice"
+
+
+@dataclass
+class Harness:
+    gateway: Gateway
+    platform: FakePlatform
+    store: SQLiteSessionStore
+    server: ScriptedProvider
+    waits: list[float] = field(default_factory=list)
+    """What the gateway waited out for rate limits and backoff (no real sleeping)."""
+
+    async def until(self, check: Callable[[], object]) -> None:
+        """Wait (on the loop) until `check()` holds; the test's timeout bounds it."""
+        while not check():
+            await asyncio.sleep(0.01)
+
+    def texts(self) -> list[str]:
+        return [m.text for m in self.platform.messages]
+
+
+@asynccontextmanager
+async def running_gateway(
+    server: ScriptedProvider,
+    home: Path,
+    *,
+    capabilities: Capabilities | None = None,
+    settings: dict[str, Any] | None = None,
+    agent: dict[str, Any] | None = None,
+    store: SQLiteSessionStore | None = None,
+    platform: FakePlatform | None = None,
+) -> AsyncIterator[Harness]:
+    config = {"type": "fake", "allow_users": [ALICE], **(settings or {})}
+    chosen = platform_settings("fake", config)
+    fake = platform or FakePlatform("fake", capabilities)
+    db = store or SQLiteSessionStore(home / "state.db")
+    options = {"toolsets": [], **(agent or {})}
+
+    def make_agent(session_id: str, model: str | None) -> Any:
+        extra = {"model": model} if model else {}
+        return scripted_agent(
+            server, home, session_id=session_id, store=db, source="gateway", **options, **extra
+        )
+
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await asyncio.sleep(0)
+
+    gateway = Gateway([(chosen, fake)], db, make_agent, edit_interval=0.0, sleep=sleep)
+    await gateway.start()
+    try:
+        yield Harness(gateway, fake, db, server, waits)
+    finally:
+        await gateway.stop()
