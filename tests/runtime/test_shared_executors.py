@@ -176,7 +176,7 @@ def test_ctrl_c_during_a_sync_turn_stops_that_turn(tmp_path: Path) -> None:
     assert main is not None
 
     def interrupt_once_inside() -> None:
-        if gate.entered.acquire(timeout=10):
+        if gate.entered.acquire(timeout=300):
             signal.pthread_kill(main, signal.SIGINT)
 
     threading.Thread(target=interrupt_once_inside, daemon=True).start()
