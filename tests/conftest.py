@@ -48,7 +48,10 @@ def recorder() -> RecordingStream:
     return RecordingStream()
 
 
-SERVICES = ("bwrap", "postgres", "temporal", "browser", "npm", "model_server", "pty")
+SERVICES = (
+    "bwrap", "postgres", "temporal", "browser", "npm", "model_server", "pty",
+    "synapse", "dovecot", "prosody",
+)  # fmt: skip
 """Markers of tests that need a real service; each also gets the umbrella marker `services`,
 so `pytest -m "not services"` runs the part that needs none."""
 
@@ -59,9 +62,15 @@ SERVICE_FIXTURES = {
     "temporal_target": "temporal",
     "workers": "temporal",
     "world": "bwrap",  # tests/security/boundary_helpers.py: the sandbox-boundary tests
+    "synapse": "synapse",  # tests/gateway/: the real chat servers
+    "mail_server": "dovecot",
+    "xmpp_server": "prosody",
 }
 """A test that asks for one of these fixtures needs that service, marked or not."""
 
+
+CHAT_SERVERS = ("synapse", "dovecot", "prosody")
+"""The gateway's real chat servers: one worker runs each one's tests, so each starts once."""
 
 INTEGRATION_FOLDERS = frozenset({"acp", "durable", "e2e", "mcp", "server", "bench"})
 """Folders whose tests run real servers and clients in processes of their own (an editor over
@@ -83,5 +92,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # so the run starts one Temporal dev server (and one PostgreSQL cluster) rather than two.
         if item.get_closest_marker("temporal"):
             item.add_marker(pytest.mark.xdist_group("temporal"))
+        elif chat_server := next((n for n in CHAT_SERVERS if item.get_closest_marker(n)), None):
+            item.add_marker(pytest.mark.xdist_group(chat_server))
         elif item.get_closest_marker("postgres") and not os.environ.get("TALARIA_TEST_PG_URL"):
             item.add_marker(pytest.mark.xdist_group("postgres"))

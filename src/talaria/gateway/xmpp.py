@@ -1,0 +1,224 @@
+"""XMPP (Jabber), through slixmpp (`talaria[xmpp]`): one-to-one chats and multi-user rooms.
+
+The bot is an ordinary account on any XMPP server (docs/gateway-xmpp.md). Direct messages are
+one-to-one chats; the rooms listed in `rooms` are joined under `nick`, and there the bot is
+addressed by its nick. Edits are Last Message Corrections (XEP-0308) and the typing indicator
+is a chat state (XEP-0085), both shown by the common clients. XMPP has no buttons, so a
+question is answered with `/approve ID` or `/deny ID`. Updates reach the gateway one at a
+time, in the order the server sent them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from talaria.gateway.adapter_settings import read_settings
+from talaria.gateway.platform import (
+    Button,
+    Capabilities,
+    ChatRef,
+    Inbound,
+    PlatformError,
+    Sink,
+)
+
+log = logging.getLogger(__name__)
+
+PLUGINS = ("xep_0030", "xep_0045", "xep_0085", "xep_0199", "xep_0203", "xep_0308", "xep_0359")
+"""Discovery, rooms, chat states, ping, delayed delivery, corrections, stanza ids."""
+START_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class XmppSettings:
+    """`gateway.platforms.<name>` for `type: xmpp`."""
+
+    jid: str
+    password: str
+    host: str = ""
+    """The server to connect to (default: found from the JID's domain through DNS)."""
+    port: int = 5222
+    tls: str = "starttls"
+    """`starttls`, `direct` (TLS from the first byte) or `none` (a server on this machine)."""
+    rooms: tuple[str, ...] = field(default=())
+    """Multi-user chat rooms to join (`room@conference.example.org`)."""
+    nick: str = "talaria"
+    resource: str = "gateway"
+
+    @classmethod
+    def parse(cls, settings: Mapping[str, Any]) -> XmppSettings:
+        rooms = tuple(settings.get("rooms") or ())
+        tls = {"tls": ("starttls", "direct", "none")}
+        return read_settings(cls, {**settings, "rooms": rooms}, "xmpp", ("jid", "password"), tls)
+
+
+class XmppPlatform:
+    capabilities = Capabilities(can_edit=True, max_len=10000, typing=True)
+
+    def __init__(self, name: str, settings: XmppSettings) -> None:
+        self.name = name
+        self.settings = settings
+        self._client: Any = None
+        self._sink: Sink | None = None
+        self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._mention = re.compile(rf"(?<![\w@]){re.escape(settings.nick)}\b", re.IGNORECASE)
+
+    # ---- connecting and receiving ---------------------------------------------------------
+
+    async def start(self, sink: Sink) -> None:
+        from slixmpp import JID, ClientXMPP
+
+        s = self.settings
+        client = ClientXMPP(f"{s.jid}/{s.resource}", s.password)
+        for plugin in PLUGINS:
+            client.register_plugin(plugin)
+        client.enable_direct_tls = s.tls == "direct"
+        client.enable_starttls = s.tls == "starttls"
+        client.enable_plaintext = s.tls == "none"
+        if s.tls == "none":  # a server on this machine: no TLS to protect the password with
+            client.plugin["feature_mechanisms"].unencrypted_scram = True
+            client.plugin["feature_mechanisms"].unencrypted_plain = True
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def session_start(_: Any) -> None:
+            try:
+                client.send_presence()
+                await client.get_roster()
+                for room in s.rooms:
+                    await client.plugin["xep_0045"].join_muc_wait(JID(room), s.nick, maxstanzas=0)
+                if not ready.done():
+                    ready.set_result(None)
+            except Exception as error:
+                if not ready.done():
+                    ready.set_exception(error)
+
+        def failed(_: Any) -> None:
+            if not ready.done():
+                ready.set_exception(PlatformError(f"xmpp: the server refused {s.jid}'s login"))
+
+        client.add_event_handler("session_start", session_start)
+        client.add_event_handler("failed_all_auth", failed)
+        client.add_event_handler("message", self._on_message)
+        client.add_event_handler("groupchat_message", self._on_room_message)
+        self._client, self._sink = client, sink
+        self._task = asyncio.create_task(self._deliver(), name=f"xmpp-{self.name}")
+        client.connect(s.host or None, s.port if s.host else None)
+        try:
+            await asyncio.wait_for(ready, START_S)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._client.disconnect(), 10)
+        self._sink = None
+
+    async def _deliver(self) -> None:
+        while True:
+            inbound = await self._queue.get()
+            if self._sink is not None:
+                try:
+                    await self._sink(inbound)
+                except Exception:
+                    log.exception(
+                        "xmpp %s: the gateway failed on %s", self.name, inbound.message_id
+                    )
+
+    def _on_message(self, msg: Any) -> None:
+        if msg["type"] not in ("chat", "normal") or not msg["body"]:
+            return
+        if msg["replace"]["id"]:
+            return  # a user's correction of a message that was answered already
+        sender = msg["from"].bare
+        if sender == self.settings.jid:
+            return
+        chat = ChatRef(self.name, sender)
+        self._queue.put_nowait(
+            Inbound(chat, _message_id(msg), sender, msg["body"], sender_name=msg["from"].user,
+                    is_direct=True)
+        )  # fmt: skip
+
+    def _on_room_message(self, msg: Any) -> None:
+        room, nick = msg["from"].bare, msg["mucnick"]
+        if not msg["body"] or nick == self.settings.nick or msg["replace"]["id"]:
+            return
+        if msg["delay"]["stamp"] is not None:
+            return  # the room's history, replayed on join: said before the bot was there
+        muc = self._client.plugin["xep_0045"]
+        real = muc.get_jid_property(room, nick, "jid")
+        sender = str(real.bare) if real else f"{room}/{nick}"
+        self._queue.put_nowait(
+            Inbound(ChatRef(self.name, room), _message_id(msg), sender, msg["body"],
+                    sender_name=nick, mentioned=bool(self._mention.search(msg["body"])))
+        )  # fmt: skip
+
+    # ---- sending ---------------------------------------------------------------------------
+
+    async def send(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        key: str,
+        buttons: Sequence[Button] = (),
+        reply_to: str | None = None,
+    ) -> str:
+        message_id = "talaria-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+        self._message(chat, text, message_id).send()
+        return message_id
+
+    async def edit(
+        self, chat: ChatRef, message_id: str, text: str, *, buttons: Sequence[Button] = ()
+    ) -> None:
+        correction = self._message(chat, text, f"talaria-{uuid.uuid4().hex[:24]}")
+        correction["replace"]["id"] = message_id
+        correction.send()
+
+    async def typing(self, chat: ChatRef) -> None:
+        if not self._is_room(chat):
+            notice = self._client.make_message(mto=chat.chat_id, mtype="chat")
+            notice["chat_state"] = "composing"
+            notice.send()
+
+    def _message(self, chat: ChatRef, text: str, message_id: str) -> Any:
+        if self._client is None or not self._client.is_connected():
+            raise ConnectionError(f"xmpp {self.name}: not connected")
+        room = self._is_room(chat)
+        message = self._client.make_message(
+            mto=chat.chat_id, mbody=text, mtype="groupchat" if room else "chat"
+        )
+        message["id"] = message_id
+        if not room:
+            message["chat_state"] = "active"
+        return message
+
+    def _is_room(self, chat: ChatRef) -> bool:
+        return chat.chat_id in self.settings.rooms
+
+
+def _message_id(msg: Any) -> str:
+    """The message's id as the server or the sender assigned it (the same on a redelivery)."""
+    for candidate in (msg["stanza_id"]["id"], msg["origin_id"]["id"], msg["id"]):
+        if candidate:
+            return str(candidate)
+    digest = hashlib.sha256(f"{msg['from']}\x1f{msg['body']}".encode()).hexdigest()[:24]
+    return f"body-{digest}"
+
+
+def create(name: str, settings: Mapping[str, Any]) -> XmppPlatform:
+    return XmppPlatform(name, XmppSettings.parse(settings))
