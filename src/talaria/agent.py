@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from talaria.checkpoints import RewindReport, SessionCheckpoints, TurnSummary
     from talaria.core import Content, Message, TurnResult
     from talaria.loop.runtime import Runtime
+    from talaria.skills.catalog import Skill
     from talaria.store.base import SessionStore
 
 T = TypeVar("T")
@@ -77,11 +78,13 @@ class Agent:
         plugins: Sequence[Any] | None = None,
         source: str = "api",
         mcp_servers: dict[str, Any] | None = None,
+        skills: Sequence[str] | None = None,
         **callbacks: Callable[..., Any] | None,
     ) -> None:
         """Everything after `model` is a keyword. With `tools` and no `toolsets` the model is
         offered exactly those tools; with neither, every built-in toolset that can work here
-        (`toolsets=[...]` names them; `toolsets=[]` offers none)."""
+        (`toolsets=[...]` names them; `toolsets=[]` offers none). `skills` names skills
+        whose instructions a new session's system prompt carries whole (docs/skills.md)."""
         loaded = Config.load(home, overrides=config)
         if mcp_servers is not None:
             loaded.data["mcp_servers"] = dict(mcp_servers)
@@ -105,6 +108,7 @@ class Agent:
             ),
             stream=bool(loaded.agent.stream if stream is None else stream),
             source=source,
+            skills=tuple(skills or ()),
         )
         self._start(spec, session_id, callbacks)
 
@@ -520,6 +524,13 @@ class Agent:
             return report
         finally:
             self._turn_lock.release()
+
+    def skills(self) -> list[Skill]:
+        """The skills this agent can use, by name: the project's, the home's and the
+        plugins' (docs/skills.md). Looked up again on each call."""
+        from talaria.skills.catalog import SkillCatalog, skill_roots
+
+        return SkillCatalog(skill_roots(self.home, self.cwd, self.hooks.skill_dirs)).skills()
 
     def checkpoints(self) -> list[TurnSummary]:
         """The session's checkpoints, oldest first: each turn (and each rewind) with the

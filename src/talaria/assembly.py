@@ -7,6 +7,7 @@ the parts fit, so `loop/` and `agent_tools/` never construct an Agent themselves
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +23,7 @@ from talaria.providers.factory import resolve_spec
 from talaria.providers.resilience.caller import CallerSettings, ModelCaller
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.providers.resilience.credentials import CredentialSource
+from talaria.skills.catalog import SkillCatalog, skill_roots
 from talaria.tools.executor import ExecutorSettings, ToolExecutor
 from talaria.tools.sandbox import SandboxPolicy
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from talaria.interaction import Interactions
     from talaria.plugins.hooks import HookBus
     from talaria.policy.approval import ApprovalState
+    from talaria.skills.catalog import Skill
     from talaria.spec import AgentSpec
     from talaria.store.base import SessionStore
 
@@ -87,8 +90,10 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
             spill_dir=spec.home / "tool_outputs",
         ),
     )
+    skills = SkillCatalog(skill_roots(spec.home, spec.cwd, agent.hooks.skill_dirs))
     services = AgentServices(
         store=agent.store,
+        skills=skills,
         memory=memory,
         todos=TodoList(),
         session_id=agent.session_id or "",
@@ -113,6 +118,8 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         interactions=agent.interactions,
         clarify=_clarify(agent) if caps.can_clarify else None,
         sandbox=SandboxPolicy.from_config(config, spec.cwd),
+        skills=skills,
+        stop_hook="subagent_stop" if spec.depth > 0 else "stop",
     )
     from talaria.tools.builtin.processes import follow_session
 
@@ -258,6 +265,34 @@ def _load_plugins(agent: Agent) -> None:
     required = spec.config.plugins.required
     for failure in load_plugins(agent.hooks, spec.home, list(spec.plugins), required):
         agent.sink(Notice("warning", failure.message))
+    _settings_hooks(agent)
+
+
+def _settings_hooks(agent: Agent) -> None:
+    """The hooks of the settings files (the home's; the project's once trusted), registered
+    on the agent's bus; a project's untrusted hooks are one notice."""
+    from talaria.hooks.bridge import SettingsHooks
+    from talaria.hooks.settings import HookSettingsError, load_hooks
+
+    spec = agent.spec
+    try:
+        loaded = load_hooks(spec.home, spec.cwd, float(spec.config.hooks.timeout))
+    except HookSettingsError as exc:
+        raise ValueError(f"hooks not loaded: {exc}") from None
+    if loaded.untrusted:
+        files = ", ".join(str(path) for path in loaded.untrusted)
+        agent.sink(
+            Notice(
+                "warning",
+                f"this project's hooks ({files}) do not run until you trust them: "
+                "`talaria hooks list` shows them, `talaria hooks trust` runs them",
+            )
+        )
+    if loaded.hooks.events:
+        approvals = agent.approvals
+        SettingsHooks(loaded.hooks, spec.cwd, agent.sink, lambda: approvals.mode).register(
+            agent.hooks
+        )
 
 
 def open_session(
@@ -298,7 +333,7 @@ def open_session(
     return SessionHandle(new_id, store, prompt)
 
 
-_READ_ONLY_TOOLSETS = frozenset({"clarify", "todo", "memory", "session_search", "web"})
+_READ_ONLY_TOOLSETS = frozenset({"clarify", "todo", "memory", "session_search", "web", "skills"})
 """Toolsets whose tools change no file in the workspace."""
 
 
@@ -372,15 +407,32 @@ def _system_prompt(agent: Agent, runtime: Runtime) -> str:
     from talaria.prompt.builder import PromptInputs, build_system_prompt
 
     memory = agent_services(runtime).memory
+    skills = runtime.skills.skills() if runtime.skills is not None else []
     return build_system_prompt(
         PromptInputs(
             home=agent.spec.home,
             cwd=agent.spec.cwd,
             tool_names=list(runtime.tools),
             memory_snapshot=memory.snapshot() if memory is not None else "",
+            skills=skills,
+            skills_budget=int(agent.spec.config.skills.index_chars),
+            active_skills=active_skills(skills, agent.spec.skills),
             lean=runtime.profile == "lean",
         )
     )
+
+
+def active_skills(found: list[Skill], names: Sequence[str]) -> list[tuple[str, str]]:
+    """(name, instructions) of each skill named at start-up; ValueError for a name that no
+    skill folder has."""
+    by_name = {skill.name: skill for skill in found}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        known = ", ".join(by_name) or "none"
+        raise ValueError(f"no skill named {', '.join(missing)}; available skills: {known}")
+    return [
+        (name, by_name[name].path.read_text(encoding="utf-8", errors="replace")) for name in names
+    ]
 
 
 def credential_sources(agent: Agent) -> list[CredentialSource | None]:

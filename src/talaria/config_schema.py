@@ -236,6 +236,8 @@ SCHEMA: dict[str, Rule] = {
     "delegation.max_concurrent_children": integer(3, minimum=1),
     "delegation.timeout": seconds(600),
     "delegation.approvals": choice("manual", "manual", "off"),
+    "skills.index_chars": integer(8000, minimum=0),
+    "hooks.timeout": seconds(60),
     "memory.enabled": boolean(True),
     "memory.memory_char_limit": integer(2200, minimum=1),
     "memory.user_char_limit": integer(1375, minimum=1),

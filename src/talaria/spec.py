@@ -61,6 +61,8 @@ class AgentSpec:
     parent_session_id: str | None = None
     shared_tools: ToolSource | None = None
     """A parent's MCP servers, which a child uses instead of connecting its own."""
+    skills: tuple[str, ...] = ()
+    """Skills named at start-up: their instructions are in the session's system prompt."""
 
     @property
     def home(self) -> Path:
@@ -94,4 +96,5 @@ class AgentSpec:
             depth=self.depth + 1,
             parent_session_id=parent_session_id,
             shared_tools=shared_tools,
+            skills=(),
         )

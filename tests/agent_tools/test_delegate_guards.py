@@ -43,4 +43,4 @@ def test_a_childs_terminal_call_reaches_the_parents_guard(tmp_path: Path) -> Non
     assert result["final_response"] == "parent done"
     assert ("terminal", seen[-1][1]) in seen and seen[0][0] == "delegate_task"
     child_results = [m["content"] for m in model.requests[2].messages if m.get("role") == "tool"]
-    assert child_results == ["Blocked by a plugin: no shell for children"]
+    assert child_results == ["Blocked by a hook: no shell for children"]

@@ -42,6 +42,8 @@ LAYERS: dict[str, int] = {
     "prompt": SERVICES,
     "store": SERVICES,
     "plugins": SERVICES,
+    "skills": SERVICES,  # Agent Skills folders: discovery and the index
+    "hooks": SERVICES,  # hooks in Claude Code's settings shape, on the plugin hook bus
     "providers": SERVICES,
     "telemetry": SERVICES,
     "tools": SERVICES,

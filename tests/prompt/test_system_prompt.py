@@ -8,6 +8,7 @@ from pathlib import Path
 
 from talaria.prompt.builder import CONTEXT_FILE_LIMIT, DEFAULT_IDENTITY, PromptInputs
 from talaria.prompt.builder import build_system_prompt as build
+from talaria.skills.catalog import Skill
 
 
 def inputs(tmp_path: Path, **overrides: object) -> PromptInputs:
@@ -24,10 +25,14 @@ def inputs(tmp_path: Path, **overrides: object) -> PromptInputs:
 
 
 def test_the_layers_come_in_order(tmp_path: Path) -> None:
-    given = inputs(tmp_path, memory_snapshot="# Memory\n- the user writes Rust")
-    skill = given.home / "skills" / "deploy" / "SKILL.md"
-    skill.parent.mkdir(parents=True)
-    skill.write_text("---\nname: deploy\ndescription: ship the site\n---\n")
+    deploy = Skill("deploy", "ship the site", tmp_path / "deploy" / "SKILL.md", "home")
+    given = inputs(
+        tmp_path,
+        memory_snapshot="# Memory\n- the user writes Rust",
+        tool_names=["terminal", "skill_view"],
+        skills=[deploy],
+        skills_budget=1000,
+    )
     (given.cwd / "AGENTS.md").write_text("Run `make test` before committing.")
 
     prompt = build(given)

@@ -123,6 +123,7 @@ class TalariaAcpAgent:
         except BaseException:
             await self._drop(session)
             raise
+        asyncio.get_running_loop().call_soon(session.announce_commands)  # after the answer
         return NewSessionResponse(
             session_id=session.id,
             modes=session.modes.state(),
@@ -135,6 +136,7 @@ class TalariaAcpAgent:
     ) -> LoadSessionResponse:
         session = await self._reopen(session_id, cwd, mcp_servers)
         await session.replay()
+        asyncio.get_running_loop().call_soon(session.announce_commands)
         return LoadSessionResponse(
             modes=session.modes.state(), config_options=session.config_options()
         )

@@ -184,6 +184,8 @@ class AcpSession:
         waits for it (prompts run in the order they came, each answered when its own turn
         ends); a cancel answers the running prompt and every waiting one `cancelled`."""
         message = user_message(blocks, images=self._images)
+        if isinstance(message, str) and message.startswith("/"):
+            message = await asyncio.to_thread(self._expand_skill, message)
         cancels = self._cancels
         async with self._turns:
             if self._cancels != cancels:
@@ -198,6 +200,37 @@ class AcpSession:
                 await self.updates.drain()
                 self._idle.set()
             return stop_reason(result, cancelled=self._cancels != cancels)
+
+    def _expand_skill(self, text: str) -> str:
+        """`/<skill-name> [request]` as the skill's instructions and the request."""
+        from talaria.skills.invoke import expand_invocation
+
+        try:
+            return expand_invocation(text, self.agent.skills()) or text
+        except ValueError as exc:
+            raise invalid(str(exc)) from None
+
+    def announce_commands(self) -> None:
+        """Offer the skills to the editor as commands (`available_commands_update`); call on
+        the server's loop once the session exists for the editor."""
+        from acp.schema import (
+            AvailableCommand,
+            AvailableCommandInput,
+            AvailableCommandsUpdate,
+            UnstructuredCommandInput,
+        )
+
+        hint = AvailableCommandInput(UnstructuredCommandInput(hint="what to do with it"))
+        commands = [
+            AvailableCommand(name=skill.name, description=skill.description, input=hint)
+            for skill in self.agent.skills()
+        ]
+        if commands:
+            self.updates.push(
+                AvailableCommandsUpdate(
+                    session_update="available_commands_update", available_commands=commands
+                )
+            )
 
     def cancel(self) -> None:
         self._cancels += 1

@@ -35,7 +35,7 @@ SHOWN_RESULT_CHARS = 20_000
 SNAPSHOT_BYTES = 2_000_000
 """Files larger than this are not diffed (the editor would not show such a diff usefully)."""
 PLAN_STATUSES = ("pending", "in_progress", "completed")
-FAILED_PREFIXES = ("Error:", "Denied", "BLOCKED", "Blocked by a plugin", "Interrupted", "Not run")
+FAILED_PREFIXES = ("Error:", "Denied", "BLOCKED", "Blocked by a hook", "Interrupted", "Not run")
 """How a stored tool result says it failed (the store keeps no error flag)."""
 
 Update = Any

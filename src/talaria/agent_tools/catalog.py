@@ -1,9 +1,10 @@
 """The built-in toolsets and which of them an agent gets.
 
 Toolset names are a public contract: terminal, file, clarify, todo, memory, session_search,
-delegation, web. By default every toolset is on where it can work: `clarify` needs someone to
-answer, `memory` needs memory enabled, `delegation` is not offered to children. `web` reaches
-outside the machine, so it is on by default only with `web.enabled: true` (else by name).
+delegation, web, skills. By default every toolset is on where it can work: `clarify` needs
+someone to answer, `memory` needs memory enabled, `delegation` is not offered to children.
+`web` reaches outside the machine, so it is on by default only with `web.enabled: true` (else
+by name).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ TOOLSETS: tuple[str, ...] = (
     "session_search",
     "delegation",
     "web",
+    "skills",
 )
 
 
@@ -42,13 +44,16 @@ def builtin_tools(config: Any = None) -> list[Tool]:
     from talaria.agent_tools.delegate import DELEGATE_TOOL
     from talaria.agent_tools.memory import MEMORY_TOOL
     from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
+    from talaria.agent_tools.skills import SKILL_MANAGE_TOOL, SKILL_VIEW_TOOL
     from talaria.agent_tools.todo import TASK_LIST_TOOL
     from talaria.tools.builtin import builtin_tools as core_tools
     from talaria.tools.web.settings import WebSettings
     from talaria.tools.web.tools import web_tools
 
     agent_tools = [TASK_LIST_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
-    return [*core_tools(), *agent_tools, *web_tools(WebSettings.from_config(config))]
+    skill_tools = [SKILL_VIEW_TOOL, SKILL_MANAGE_TOOL]
+    web = web_tools(WebSettings.from_config(config))
+    return [*core_tools(), *agent_tools, *web, *skill_tools]
 
 
 def default_toolsets(caps: Capabilities) -> list[str]:

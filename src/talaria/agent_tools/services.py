@@ -16,6 +16,7 @@ from talaria.events import Event, SessionContinued
 
 if TYPE_CHECKING:
     from talaria.agent_tools.memory import MemoryStore
+    from talaria.skills.catalog import SkillCatalog
     from talaria.store.base import SessionStore
 
 
@@ -31,6 +32,8 @@ class AgentServices:
     config: Any = None
     delegate: Callable[..., Any] | None = None
     """Runs child agents for delegate_task; set by the agent when delegation is enabled."""
+    skills: SkillCatalog | None = None
+    """The skills skill_view and skill_manage work with."""
 
     def carried_state(self) -> dict[str, Any]:
         """What a child session starts with when the conversation continues there: the

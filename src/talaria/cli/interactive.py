@@ -312,6 +312,8 @@ class Chat:
 
     def _command(self, name: str, arg: str) -> None:
         command = self.registry.get(name)
+        if command is None and self._skill(name, arg):
+            return
         if command is None:
             suggestion = self.registry.suggest(name)
             hint = f" — did you mean /{suggestion}?" if suggestion else " — /help lists them"
@@ -324,6 +326,22 @@ class Chat:
         if self.busy:
             self.renderer.note(f"· /{name} runs after the current turn")
         self._enqueue(lambda: command.handler(self, arg))
+
+    def _skill(self, name: str, arg: str) -> bool:
+        """`/<skill-name> [request]`: send the skill's instructions and the request as the
+        next message (False: no skill has that name)."""
+        from talaria.skills.invoke import expand_invocation
+
+        try:
+            message = expand_invocation(f"/{name} {arg}", self.agent.skills())
+        except ValueError as exc:
+            self.renderer.error(str(exc))
+            return True
+        if message is None:
+            return False
+        self.renderer.note(f"› /{name} {arg}".rstrip(), "bold cyan")
+        self.submit(message)
+        return True
 
     def _tick(self) -> None:
         """Redraw the spinner while something runs."""

@@ -62,6 +62,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--toolsets", help="comma-separated toolsets to enable ('' for none)")
     group.add_argument(
+        "--skill",
+        action="append",
+        metavar="NAME",
+        help="give the model this skill's instructions from the start (repeatable)",
+    )
+    group.add_argument(
         "--max-turns", type=whole_number(1, 1_000_000), help="iteration budget per turn"
     )
     group.add_argument(
@@ -255,6 +261,12 @@ def _add_acp(commands: Any) -> None:
     _add_model_options(acp)
 
 
+def _add_hooks(commands: Any) -> None:
+    from talaria.cli.hooks_cmd import add_parser as add_hooks_parser
+
+    add_hooks_parser(commands)
+
+
 _PARSERS: dict[str, Callable[[Any], None]] = {
     "chat": _add_chat,
     "sessions": _add_sessions,
@@ -267,6 +279,7 @@ _PARSERS: dict[str, Callable[[Any], None]] = {
     "batch": _add_batch,
     "worker": _add_worker,
     "acp": _add_acp,
+    "hooks": _add_hooks,
 }
 """Each command's part of the command line, in the order `talaria --help` lists them."""
 
@@ -324,6 +337,12 @@ def _run_usage(args: argparse.Namespace) -> int:
     return run_usage(args)
 
 
+def _run_hooks(args: argparse.Namespace) -> int:
+    from talaria.cli.hooks_cmd import run_hooks
+
+    return run_hooks(args)
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from talaria.cli.demo import run_demo
 
@@ -372,6 +391,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "batch": _run_batch,
     "worker": _run_worker,
     "acp": _run_acp,
+    "hooks": _run_hooks,
 }
 
 

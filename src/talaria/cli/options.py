@@ -25,7 +25,7 @@ def agent_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     toolsets = None
     if getattr(args, "toolsets", None) is not None:
         toolsets = [name.strip() for name in args.toolsets.split(",") if name.strip()]
-    return {
+    kwargs: dict[str, Any] = {
         "model": getattr(args, "model", None),
         "provider": getattr(args, "provider", None),
         "base_url": getattr(args, "base_url", None),
@@ -38,6 +38,9 @@ def agent_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "config": config,
         "source": "cli",
     }
+    if getattr(args, "skill", None):
+        kwargs["skills"] = list(args.skill)
+    return kwargs
 
 
 def resume_ref(args: argparse.Namespace) -> str | None:

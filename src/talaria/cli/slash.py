@@ -445,6 +445,20 @@ def _prompt(host: CommandHost, arg: str) -> None:
         host.renderer.error(str(exc))
 
 
+def _skills(host: CommandHost, arg: str) -> None:
+    from talaria.cli.render import clip, terminal_width
+
+    skills = host.agent.skills()
+    if not skills:
+        host.renderer.note("· no skills (folders with a SKILL.md in skills/ or .talaria/skills/)")
+        return
+    width = max(len(skill.name) for skill in skills) + 1
+    for skill in skills:
+        summary = clip(skill.description, terminal_width() - width - 6)
+        host.renderer.write(f"  /{skill.name.ljust(width)} {summary}")
+    host.renderer.note("  /<skill> [request] uses one; the model loads them by itself too")
+
+
 def _quit(host: CommandHost, arg: str) -> None:
     host.quit()
 
@@ -512,6 +526,7 @@ def build_registry() -> SlashRegistry:
         ),
         SlashCommand("clear", "clear the screen and start a new session", _clear),
         SlashCommand("prompt", "use an MCP server's prompt", _prompt, "[server:name k=v ...]"),
+        SlashCommand("skills", "list the skills (/<skill> [request] uses one)", _skills),
         SlashCommand("quit", "leave (also Ctrl+D)", _quit, immediate=True),
         SlashCommand("exit", "leave (the same as /quit)", _quit, immediate=True),
     ):

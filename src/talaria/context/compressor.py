@@ -133,6 +133,9 @@ class Compressor(ContextEngine):
         *,
         between_turns: bool = False,
     ) -> bool:
+        if rt.hooks.has("pre_compact"):
+            trigger = "manual" if focus is not None else "auto"
+            await rt.hooks.aemit("pre_compact", trigger=trigger, session_id=session.id)
         with rt.telemetry.compression(session.id) as observed:
             return await self._compress_observed(rt, session, focus, observed, need, between_turns)
 

@@ -32,6 +32,7 @@ from talaria.tools.executor import ToolExecutor
 if TYPE_CHECKING:
     from talaria.agent_tools.services import AgentServices
     from talaria.context.engine import ContextEngine
+    from talaria.skills.catalog import SkillCatalog
     from talaria.tools.sandbox import SandboxPolicy
 
 
@@ -87,6 +88,10 @@ class Runtime:
     profile: str | None = None
     """"lean" or "full" once chosen (`loop.profile`); None before the first turn."""
     tool_source: ToolSource | None = None
+    stop_hook: str = "stop"
+    """The hook point a finished turn calls: "stop", or "subagent_stop" in a delegate child."""
+    skills: SkillCatalog | None = None
+    """The agent's skills, looked at again at each turn's start (the index note)."""
     steering: SteeringInbox = field(default_factory=SteeringInbox)
     """What the user says while the turn runs (steers; messages for the next turn)."""
     _source_names: list[str] = field(default_factory=list, init=False)

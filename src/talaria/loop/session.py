@@ -54,6 +54,10 @@ class SessionHandle:
     names (a session resumed elsewhere; the prompt stays byte-stable): each request carries
     it in its newest message."""
 
+    skills_note: str | None = None
+    """The skills that changed since the stored system prompt listed them (looked at each
+    turn): each request carries it in its newest message."""
+
     async def append(self, *messages: Message) -> None:
         self.stage(*messages)
         await self.flush()

@@ -63,6 +63,8 @@ log = logging.getLogger("talaria.loop")
 ABANDONED_RESULT = "Error: the turn ended before this tool call finished."
 MAX_OVERFLOW_RETRIES = 3
 """Compress-and-resend rounds after context-overflow errors in one model call."""
+MAX_STOP_ROUNDS = 5
+"""Times a Stop hook may send the model back to work in one turn."""
 
 
 @dataclass
@@ -86,6 +88,8 @@ class TurnState:
     """The turn's spend against its budgets (None: no budget applies)."""
     models: UsageLedger = field(default_factory=UsageLedger)
     """This agent's own spend by model (children record theirs in their own sessions)."""
+    stop_rounds: int = 0
+    """Times a stop hook sent the model back to work this turn."""
 
 
 async def run_turn(
@@ -130,10 +134,16 @@ async def _run_turn(
         state.meter = open_meter(rt.budgets, None)
     rt.emit(TurnStarted(task_id, session.id, _text_of(user_message)))
     await rt.sync_tools()
+    session.skills_note = await _skills_note(rt, session)
     metering = ACTIVE_METER.set(state.meter)
     try:
-        await session.append({"role": "user", "content": user_message})
-        await _steps(rt, session, state)
+        blocked, user_message = await _submit_hooks(rt, session, user_message)
+        if blocked is not None:
+            rt.emit(Notice("warning", f"the prompt was blocked by a hook: {blocked}"))
+            state.exit_reason = halted("prompt blocked by a hook")
+        else:
+            await session.append({"role": "user", "content": user_message})
+            await _steps(rt, session, state)
     except Interrupted:
         state.exit_reason = "interrupted"
     except ProviderError as error:
@@ -159,6 +169,57 @@ async def _run_turn(
     rt.emit(StatusChanged("idle"))
     rt.emit(TurnFinished(state.exit_reason, state.final_response, state.api_calls))
     return state
+
+
+async def _submit_hooks(
+    rt: Runtime, session: SessionHandle, message: Content
+) -> tuple[str | None, Content]:
+    """(why a hook blocked the prompt, else None; the message with the context hooks add)."""
+    if not rt.hooks.has("user_prompt_submit"):
+        return None, message
+    answers = await rt.hooks.ask(
+        "user_prompt_submit", prompt=_text_of(message), session_id=session.id
+    )
+    answers = [a for a in answers if isinstance(a, dict)]
+    blocked = next((str(a["block"]) for a in answers if a.get("block")), None)
+    context = "\n\n".join(str(a["context"]) for a in answers if a.get("context"))
+    if blocked is not None or not context:
+        return blocked, message
+    note = f"[Context from hooks]\n{context}"
+    if isinstance(message, str):
+        return None, f"{message}\n\n{note}"
+    return None, [*message, {"type": "text", "text": note}]
+
+
+async def _stop_hooks(rt: Runtime, session: SessionHandle, state: TurnState) -> bool:
+    """Whether a Stop (a child's: SubagentStop) hook sent the model back to work; its reason
+    is then the next user message."""
+    if not rt.hooks.has(rt.stop_hook) or state.stop_rounds >= MAX_STOP_ROUNDS:
+        return False
+    answers = await rt.hooks.ask(
+        rt.stop_hook,
+        session_id=session.id,
+        final_response=state.final_response or "",
+        stop_hook_active=state.stop_rounds > 0,
+    )
+    reason = next((a["block"] for a in answers if isinstance(a, dict) and a.get("block")), None)
+    if not reason:
+        return False
+    state.stop_rounds += 1
+    await session.append({"role": "user", "content": f"[A stop hook asks you to go on] {reason}"})
+    return True
+
+
+async def _skills_note(rt: Runtime, session: SessionHandle) -> str | None:
+    """The skills on disk now against those the session's stored prompt lists (a skill
+    another process or `skill_manage` wrote is in the next turn's index)."""
+    catalog = rt.skills
+    if catalog is None or "skill_view" not in rt.tools or rt.profile == "lean":
+        return None
+    from talaria.skills.index import changes_note
+
+    skills = await run_blocking(catalog.skills)
+    return changes_note(skills, int(rt.config.skills.index_chars), session.system_prompt)
 
 
 def _session_spent(session: SessionHandle) -> Usage | None:
@@ -199,6 +260,7 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             state.budget.warning() or "",
             state.guard.take_note() or "",
             session.cwd_note or "",
+            session.skills_note or "",
         ]
         response = await _call(rt, session, state, notes)
         state.budget.spend()
@@ -209,6 +271,8 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             state.final_response = STEP_SEPARATOR.join(state.spoken)
             state.exit_reason = "text_response"
             rt.emit(StepFinished(state.api_calls, state.api_calls, [], response.text))
+            if await _stop_hooks(rt, session, state):
+                continue
             return
         decision = state.guard.review(response.tool_calls)
         if decision.stop_reason:

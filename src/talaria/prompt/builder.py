@@ -1,7 +1,8 @@
 """The system prompt, built once per session and stored with it (prompt-cache stability).
 
 Layers, in order: identity (`SOUL.md` in the home, else the default), tool-use guidance for the
-tools present, the memory snapshot, the skills index, the project's context file, and the
+tools present, the memory snapshot, the skills index (and the skills named at start-up, whole),
+the project's context file, and the
 environment (date, platform, working directory). Anything read from disk is scanned for prompt
 injection and cut head+tail, so one odd file cannot take over or flood the prompt.
 """
@@ -9,10 +10,14 @@ injection and cut head+tail, so one odd file cannot take over or flood the promp
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from talaria.skills.catalog import Skill
 
 DEFAULT_IDENTITY = (
     "You are talaria, a capable assistant and coding agent. You work in the user's environment "
@@ -22,7 +27,6 @@ DEFAULT_IDENTITY = (
 
 CONTEXT_FILES = (".talaria.md", "AGENTS.md", "CLAUDE.md", ".cursorrules")
 CONTEXT_FILE_LIMIT = 20_000
-SKILL_DESCRIPTION_LIMIT = 200
 
 _TOOL_GUIDANCE: dict[str, str] = {
     "terminal": "Use `terminal` to run shell commands; prefer non-interactive flags. Dangerous "
@@ -49,6 +53,12 @@ class PromptInputs:
     tool_names: Iterable[str]
     memory_snapshot: str = ""
     now: Callable[[], datetime] = datetime.now
+    skills: Sequence[Skill] = ()
+    """The skills found for this agent (`talaria.skills.catalog`), listed by name."""
+    skills_budget: int = 0
+    """Characters the skills index may take (`skills.index_chars`)."""
+    active_skills: Sequence[tuple[str, str]] = ()
+    """(name, instructions) of the skills named at start-up, given whole."""
     lean: bool = False
     """The lean profile (small windows): short identity, the project file cut short, no tool
     guidance, memory or skills index."""
@@ -61,7 +71,7 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         _identity(inputs.home),
         _tool_guidance(inputs.tool_names),
         inputs.memory_snapshot.strip(),
-        _skills_index(inputs.home),
+        *_skills_sections(inputs),
         _context_file(inputs.cwd),
         _environment(inputs),
     ]
@@ -72,7 +82,8 @@ def _lean_prompt(inputs: PromptInputs) -> str:
     from talaria.prompt.profile import LEAN_CONTEXT_FILE_LIMIT, LEAN_IDENTITY
 
     context = _cut(_context_file(inputs.cwd), LEAN_CONTEXT_FILE_LIMIT)
-    return "\n\n".join(s for s in (LEAN_IDENTITY, context, _environment(inputs)) if s)
+    sections = (LEAN_IDENTITY, *_active_skills(inputs), context, _environment(inputs))
+    return "\n\n".join(s for s in sections if s)
 
 
 def _identity(home: Path) -> str:
@@ -85,37 +96,18 @@ def _tool_guidance(tool_names: Iterable[str]) -> str:
     return "# Tools\n" + "\n".join(f"- {line}" for line in lines) if lines else ""
 
 
-def _skills_index(home: Path) -> str:
-    skills_dir = home / "skills"
-    if not skills_dir.is_dir():
-        return ""
-    entries = []
-    for skill_file in sorted(skills_dir.glob("*/SKILL.md")):
-        name, description = _skill_header(skill_file)
-        entries.append(f"- {name}: {description}" if description else f"- {name}")
-    if not entries:
-        return ""
-    return f"# Skills\nRead a skill's SKILL.md (under {skills_dir}) before using it.\n" + "\n".join(
-        entries
-    )
+def _skills_sections(inputs: PromptInputs) -> list[str]:
+    """The skills index (with `skill_view` to load them) and the skills named at start-up,
+    whole (`--skill`, `Agent(skills=[...])`)."""
+    from talaria.skills.index import skills_index
+
+    offered = "skill_view" in list(inputs.tool_names)
+    index = skills_index(inputs.skills, inputs.skills_budget) if offered else ""
+    return [index, *_active_skills(inputs)]
 
 
-def _skill_header(path: Path) -> tuple[str, str]:
-    """Name and description from the front matter (or the first line) of a SKILL.md."""
-    name, description = path.parent.name, ""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[:20]
-    except OSError:
-        return name, ""
-    for line in lines:
-        key, _, value = line.partition(":")
-        if key.strip() == "name" and value.strip():
-            name = value.strip()
-        elif key.strip() == "description" and value.strip():
-            description = value.strip()
-    if not description:
-        description = next((ln.strip("# ").strip() for ln in lines if ln.strip("-# ").strip()), "")
-    return name, description[:SKILL_DESCRIPTION_LIMIT]
+def _active_skills(inputs: PromptInputs) -> list[str]:
+    return [f"# Skill in use: {name}\n{body.strip()}" for name, body in inputs.active_skills]
 
 
 def _context_file(cwd: Path) -> str:

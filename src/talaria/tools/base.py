@@ -68,6 +68,10 @@ class Tool:
     precheck: Callable[[dict[str, Any]], None] | None = None
     """Checks of the validated arguments that the JSON schema cannot express (two arguments
     that must differ), run before any approval is asked: raise `ToolError` saying what to fix."""
+    writes: Callable[[dict[str, Any], Path, Path], Path | None] | None = None
+    """The file a call would write (given the arguments, cwd and home), for a tool that writes
+    outside the sandbox's reach (in-process, like `write_file`): the write boundary judges it
+    before the call, and the handler checks what it opened with `write_boundary.check_write`."""
     retry_safe: bool = False
     """Running it again for the same call does no harm (it only reads, or it is idempotent,
     e.g. by `ToolContext.idempotency_key`). A durable worker reruns a call that a crash cut

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import threading
 import time
@@ -46,7 +47,7 @@ from talaria.policy.approval import (
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import STREAM_ITEMS, cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
-from talaria.tools.write_boundary import WRITERS, assess_write_call
+from talaria.tools.write_boundary import assess_write_call, writes_files
 
 log = logging.getLogger("talaria.tools")
 
@@ -246,24 +247,27 @@ class ToolExecutor:
             call.name, arguments, task_id=ctx.task_id, session_id=ctx.session_id
         )
         if guard.blocked:
-            return CallOutcome(f"Blocked by a plugin: {guard.blocked}", True)
+            return CallOutcome(f"Blocked by a hook: {guard.blocked}", True)
         if guard.arguments is not arguments:
             try:
                 arguments = _checked(tool, guard.arguments)
             except ToolError as exc:
                 return CallOutcome(f"Error: a plugin rewrote the arguments badly: {exc}", True)
-        if call.name in WRITERS:
-            assessment = assess_write_call(call.name, arguments, ctx)
+        if writes_files(tool):
+            assessment = assess_write_call(tool, arguments, ctx)
         else:
             boundary = _boundary(ctx.sandbox) if call.name == "terminal" else SANDBOXED
             assessment = assess_tool_call(
                 call.name, arguments, ctx.cwd, ctx.home, tool.assess, boundary
             )
+        if guard.ask is not None and assessment is None:
+            assessment = _hook_asks(call.name, arguments, guard.ask)
         waited = 0.0
         if assessment is not None:
             asked = time.monotonic()
+            waved = guard.approved or (guard.allowed and not assessment.needs_a_human)
             with self.telemetry.approval(call.name, assessment.command) as observed:
-                denial = await self._approve(assessment, call, arguments, guard.approved)
+                denial = await self._approve(assessment, call, arguments, waved)
                 observed.decided("approved" if denial is None else "denied")
             waited = time.monotonic() - asked
             if denial is not None:
@@ -288,6 +292,22 @@ class ToolExecutor:
             return None
         if self.approvals.mode == "off":
             return _refused_unattended(assessment) if assessment.needs_a_human else None
+        if self.hooks.has("permission_request"):
+            answers = await self.hooks.ask(
+                "permission_request",
+                tool_name=call.name,
+                arguments=arguments,
+                reason=assessment.reason,
+            )
+            denied = next(
+                (a["deny"] for a in answers if isinstance(a, dict) and a.get("deny")), None
+            )
+            if denied is not None:
+                return CallOutcome(f"Denied by a PermissionRequest hook: {denied}", True)
+            if not assessment.needs_a_human and any(
+                isinstance(a, dict) and a.get("allow") for a in answers
+            ):
+                return None
         if not self.interactions.can_answer("approval"):
             return CallOutcome(
                 f"Denied: this needs the user's approval ({assessment.reason}) "
@@ -437,6 +457,12 @@ def _boundary(policy: Any) -> Boundary:
         return UNCONFINED
     support = policy.support()  # cached once per process
     return Boundary(sandboxed=bool(support.available and support.bwrap) or policy.required)
+
+
+def _hook_asks(tool_name: str, arguments: dict[str, Any], reason: str) -> Assessment:
+    """The approval a PreToolUse hook's "ask" raises for a call the policy would let run."""
+    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    return Assessment(f"{tool_name} {shown}", f"a hook asks: {reason}", f"hook ask {tool_name}")
 
 
 def _refused_unattended(assessment: Assessment) -> CallOutcome:

@@ -5,8 +5,8 @@ the sandbox, with the user's authority.
   and any directory shaped like one (HEAD with objects, refs or commondir: a renamed or copied
   `.git`, a bare repository). `git status`, often run by the shell prompt, runs its config's
   fsmonitor, pager and hooks.
-- the talaria home's config, plugins, skills, agents, memories, SOUL.md and database: the
-  next agent loads them.
+- the talaria home's config, hook settings and trust, plugins, skills, agents, memories,
+  SOUL.md and database: the next agent loads them.
 - files that run code later: shell startup files, git's user config, autostart entries,
   systemd user units, crontabs, `.pth` and `sitecustomize` files in site-packages, and
   talaria's own installation and interpreter.
@@ -49,6 +49,8 @@ TALARIA_OWN = (
     ".env",
     "auth.json",
     "SOUL.md",
+    "settings.json",
+    "trusted_hooks.json",
     "plugins",
     "skills",
     "agents",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from talaria.policy.approval import ESCALATED, Assessment
-from talaria.tools.base import ToolContext, ToolError
+from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.protected_paths import protected_reason
 from talaria.tools.sensitive_paths import classify_write, talaria_settings
 
@@ -74,11 +74,17 @@ def judge(
     return None
 
 
-def assess_write_call(
-    tool_name: str, arguments: Mapping[str, Any], ctx: ToolContext
-) -> Assessment | None:
-    """The executor's verdict on a write_file/patch call before it runs."""
-    target = write_path_of(tool_name, arguments, ctx.cwd)
+def writes_files(tool: Tool) -> bool:
+    """Whether the write boundary judges this tool's calls (instead of the command rules)."""
+    return tool.name in WRITERS or tool.writes is not None
+
+
+def assess_write_call(tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> Assessment | None:
+    """The executor's verdict on a file-writing call (`writes_files`) before it runs."""
+    if tool.writes is not None:
+        target = tool.writes(arguments, ctx.cwd, ctx.home)
+    else:
+        target = write_path_of(tool.name, arguments, ctx.cwd)
     return None if target is None else judge(target, ctx.sandbox, ctx.home)
 
 

@@ -134,7 +134,7 @@ def number_lines(lines: Iterable[str], name: str, offset: int, limit: int) -> st
     return "\n".join([*shown, footer])
 
 
-def _write_checked(target: Path, ctx: ToolContext, edit: Callable[[bytes | None], bytes]) -> bool:
+def write_checked(target: Path, ctx: ToolContext, edit: Callable[[bytes | None], bytes]) -> bool:
     """Write `edit(current bytes or None)` to the real file `target` names, if this call may
     write there (`check_write`); True when the file existed. The directory is opened without
     following links, so what was checked is where the bytes land."""
@@ -151,7 +151,7 @@ def write_file(path: str, content: str, ctx: ToolContext) -> str:
     """Create or overwrite a file with `content`."""
     target = resolve_path(path, ctx.cwd)
     data = content.encode("utf-8")
-    existed = _write_checked(target, ctx, lambda _: data)
+    existed = write_checked(target, ctx, lambda _: data)
     return write_report(target, content, existed)
 
 
@@ -211,7 +211,7 @@ def patch(
         updated, count = replace_text(text, old_string, new_string, replace_all, target)
         return updated.encode("utf-8", errors="surrogateescape")
 
-    _write_checked(target, ctx, edit)
+    write_checked(target, ctx, edit)
     return patch_report(target, count, text, updated, ctx.cwd)
 
 
