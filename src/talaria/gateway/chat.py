@@ -218,6 +218,8 @@ class ChatSession:
         typing = asyncio.create_task(self._keep_typing())
         try:
             agent = await self._agent()
+            if text.startswith("/"):
+                text = await run_blocking(_with_skill, agent, text)
             stream = agent.events(
                 text, system_message=self.room.prompt or self.settings.prompt,
                 answers=("approval", "clarify"),
@@ -436,6 +438,17 @@ class ChatSession:
         if self.worker is not None:
             self.worker.cancel()
         await self._drop_agent()
+
+
+def _with_skill(agent: Agent, text: str) -> str:
+    """`/<skill-name> request` (not a gateway command) as the skill's instructions and the
+    request (docs/skills.md); any other text as it is."""
+    from talaria.skills.invoke import expand_invocation
+
+    try:
+        return expand_invocation(text, agent.skills()) or text
+    except ValueError:
+        return text
 
 
 COMMANDS = {
