@@ -23,7 +23,8 @@ ALICE = "alice"
 @dataclass
 class Harness:
     gateway: Gateway
-    platform: FakePlatform
+    platform: Any
+    """The FakePlatform unless the test gave another."""
     store: SQLiteSessionStore
     server: ScriptedProvider
     waits: list[float] = field(default_factory=list)
@@ -47,11 +48,13 @@ async def running_gateway(
     settings: dict[str, Any] | None = None,
     agent: dict[str, Any] | None = None,
     store: SQLiteSessionStore | None = None,
-    platform: FakePlatform | None = None,
+    platform: Any = None,
 ) -> AsyncIterator[Harness]:
-    config = {"type": "fake", "allow_users": [ALICE], **(settings or {})}
-    chosen = platform_settings("fake", config)
+    """A started gateway on `platform` (the in-memory one unless given; its name is its
+    type), with alice allowed unless `settings` says otherwise."""
     fake = platform or FakePlatform("fake", capabilities)
+    config = {"type": fake.name, "allow_users": [ALICE], **(settings or {})}
+    chosen = platform_settings(fake.name, config)
     db = store or SQLiteSessionStore(home / "state.db")
     options = {"toolsets": [], **(agent or {})}
 

@@ -254,6 +254,12 @@ def _add_worker(commands: Any) -> None:
     add_worker_parser(commands, _add_model_options)
 
 
+def _add_gateway(commands: Any) -> None:
+    from talaria.cli.gateway_cmd import add_gateway_parser
+
+    add_gateway_parser(commands, _add_model_options)
+
+
 def _add_acp(commands: Any) -> None:
     acp = commands.add_parser(
         "acp", help="serve the Agent Client Protocol on stdio (Zed, JetBrains, other editors)"
@@ -280,6 +286,7 @@ _PARSERS: dict[str, Callable[[Any], None]] = {
     "worker": _add_worker,
     "acp": _add_acp,
     "hooks": _add_hooks,
+    "gateway": _add_gateway,
 }
 """Each command's part of the command line, in the order `talaria --help` lists them."""
 
@@ -379,6 +386,12 @@ def _run_acp(args: argparse.Namespace) -> int:
     return run_acp(args)
 
 
+def _run_gateway(args: argparse.Namespace) -> int:
+    from talaria.cli.gateway_cmd import run_gateway_command
+
+    return run_gateway_command(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "chat": _run_chat,
     "sessions": _run_sessions,
@@ -392,6 +405,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "worker": _run_worker,
     "acp": _run_acp,
     "hooks": _run_hooks,
+    "gateway": _run_gateway,
 }
 
 

@@ -35,7 +35,7 @@ def load_platform(settings: PlatformSettings) -> Platform:
     except ImportError as exc:
         raise RuntimeError(
             f"gateway.platforms.{settings.name}: the {settings.type} adapter needs "
-            f"{exc.name or 'its library'}: pip install 'talaria[gateway-{settings.type}]'"
+            f"{exc.name or 'its library'}: pip install 'talaria[{settings.type}]'"
         ) from None
     platform: Platform = module.create(settings.name, settings.options)
     return platform
@@ -105,10 +105,11 @@ class Gateway:
                 await self._handle(conn, from_payload(conn.settings.name, data))
 
     async def stop(self) -> None:
+        """Stop the turns (what they completed is saved), then disconnect."""
         for conn in self.connected.values():
-            await conn.platform.stop()
             for chat in conn.chats.values():
                 await chat.close()
+            await conn.platform.stop()
 
     def chat(self, platform: str, chat: ChatRef) -> ChatSession:
         """The chat's session handler (made on first use)."""

@@ -1,0 +1,231 @@
+"""Telegram through the Bot API, with python-telegram-bot (`talaria[telegram]`).
+
+Updates come by long polling (`getUpdates`); an update is confirmed (the next call's
+`offset`) only after the gateway has recorded it. Buttons are inline keyboards whose
+callback data is the button's value; a press is acknowledged (`answerCallbackQuery`) once
+handed over. A flood refusal (HTTP 429 with `parameters.retry_after`) becomes `RateLimited`.
+`base_url` points the bot at another Bot API server (a local one, or a test's).
+
+Settings: `token` (from @BotFather), `base_url`, `poll_timeout` (seconds, default 25).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram import error as tg_error
+from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
+
+from talaria.gateway.platform import (
+    Button,
+    ButtonPress,
+    Capabilities,
+    ChatRef,
+    Inbound,
+    PlatformError,
+    RateLimited,
+    Sink,
+)
+
+log = logging.getLogger("talaria.gateway.telegram")
+
+MAX_LEN = 4096
+RETRY_NETWORK_S = 2.0
+
+
+class TelegramPlatform:
+    capabilities = Capabilities(
+        can_edit=True, max_len=MAX_LEN, buttons=True, typing=True, threads=True
+    )
+
+    def __init__(self, name: str, settings: Mapping[str, Any]) -> None:
+        token = settings.get("token")
+        if not token:
+            raise ValueError(f"gateway.platforms.{name}.token: the bot's token is required")
+        self.name = name
+        self.poll_timeout = int(settings.get("poll_timeout", 25))
+        base_url = str(settings.get("base_url") or "https://api.telegram.org/bot")
+        self.bot = Bot(
+            str(token),
+            base_url=base_url,
+            get_updates_request=HTTPXRequest(read_timeout=self.poll_timeout + 10),
+        )
+        self.username = ""
+        self.bot_id = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, sink: Sink) -> None:
+        await self.bot.initialize()
+        self.username, self.bot_id = self.bot.username or "", self.bot.id
+        self._task = asyncio.create_task(self._poll(sink))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):
+            await self.bot.shutdown()
+
+    async def _poll(self, sink: Sink) -> None:
+        offset: int | None = None
+        while True:
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset,
+                    timeout=self.poll_timeout,
+                    allowed_updates=["message", "callback_query"],
+                )
+            except tg_error.RetryAfter as refused:
+                await asyncio.sleep(_retry_seconds(refused))
+                continue
+            except (tg_error.NetworkError, tg_error.TelegramError) as exc:
+                log.warning("telegram: getUpdates failed (%s); retrying", exc)
+                await asyncio.sleep(RETRY_NETWORK_S)
+                continue
+            for update in updates:
+                await self._hand_over(update, sink)
+                offset = update.update_id + 1
+
+    async def _hand_over(self, update: Update, sink: Sink) -> None:
+        if update.callback_query is not None:
+            query = update.callback_query
+            message = query.message
+            if not isinstance(message, Message) or not query.data:
+                return
+            chat = self._chat(message.chat.id, _thread(message))
+            await sink(
+                ButtonPress(chat, str(query.from_user.id), query.data,
+                            message_id=str(message.message_id), press_id=query.id)
+            )  # fmt: skip
+            with contextlib.suppress(tg_error.TelegramError):
+                await self.bot.answer_callback_query(query.id)
+            return
+        message = update.message
+        if message is None or message.text is None or message.from_user is None:
+            return
+        await sink(self.inbound(message))
+
+    def _chat(self, chat_id: int, thread: int | None) -> ChatRef:
+        return ChatRef(self.name, str(chat_id), str(thread) if thread is not None else None)
+
+    def inbound(self, message: Message) -> Inbound:
+        text = message.text or ""
+        mention = f"@{self.username}" if self.username else ""
+        replied = message.reply_to_message
+        sender = message.from_user
+        assert sender is not None
+        return Inbound(
+            self._chat(message.chat.id, _thread(message)),
+            f"{message.chat.id}/{message.message_id}",
+            str(sender.id),
+            text.replace(mention, "").strip() if mention else text,
+            sender_name=sender.full_name,
+            is_direct=message.chat.type == "private",
+            mentioned=bool(mention) and mention in text,
+            reply_to_bot=bool(
+                replied and replied.from_user and replied.from_user.id == self.bot_id
+            ),
+            raw=message.to_dict(),
+        )
+
+    async def send(
+        self,
+        chat: ChatRef,
+        text: str,
+        *,
+        key: str,
+        buttons: Sequence[Button] = (),
+        reply_to: str | None = None,
+    ) -> str:
+        reply_id = _message_number(reply_to, chat)
+        with _translated():
+            sent = await self.bot.send_message(
+                chat_id=int(chat.chat_id),
+                text=text,
+                reply_markup=_keyboard(buttons),
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
+                reply_to_message_id=reply_id,
+                allow_sending_without_reply=True if reply_id else None,
+            )
+        return str(sent.message_id)
+
+    async def edit(
+        self, chat: ChatRef, message_id: str, text: str, *, buttons: Sequence[Button] = ()
+    ) -> None:
+        with _translated(unchanged_ok=True):
+            await self.bot.edit_message_text(
+                text=text,
+                chat_id=int(chat.chat_id),
+                message_id=int(message_id),
+                reply_markup=_keyboard(buttons),
+            )
+
+    async def typing(self, chat: ChatRef) -> None:
+        with _translated():
+            await self.bot.send_chat_action(
+                chat_id=int(chat.chat_id),
+                action="typing",
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
+            )
+
+
+def _from(message: Message | None, user_id: int) -> bool:
+    return bool(message and message.from_user and message.from_user.id == user_id)
+
+
+def _thread(message: Message) -> int | None:
+    return message.message_thread_id if message.is_topic_message else None
+
+
+def _message_number(reply_to: str | None, chat: ChatRef) -> int | None:
+    """The Telegram message number of an inbound id (`<chat>/<message>`) of this chat."""
+    if not reply_to:
+        return None
+    chat_id, _, number = reply_to.partition("/")
+    return int(number) if chat_id == chat.chat_id and number.isdigit() else None
+
+
+def _keyboard(buttons: Sequence[Button]) -> InlineKeyboardMarkup | None:
+    if not buttons:
+        return None
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(b.label, callback_data=b.value)] for b in buttons]
+    )
+
+
+def _retry_seconds(refused: tg_error.RetryAfter) -> float:
+    """The wait a 429 asked for (read without the library's warning that its type will
+    change: both types are handled)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = refused.retry_after
+    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+
+
+@contextlib.contextmanager
+def _translated(unchanged_ok: bool = False) -> Any:
+    """python-telegram-bot's errors as the gateway's: 429 -> RateLimited, a refusal that
+    cannot change -> PlatformError; "message is not modified" is no error for an edit."""
+    try:
+        yield
+    except tg_error.RetryAfter as refused:
+        raise RateLimited(_retry_seconds(refused)) from None
+    except tg_error.BadRequest as exc:
+        if unchanged_ok and "not modified" in str(exc).lower():
+            return
+        raise PlatformError(str(exc)) from None
+    except (tg_error.Forbidden, tg_error.InvalidToken) as exc:
+        raise PlatformError(str(exc)) from None
+
+
+def create(name: str, settings: Mapping[str, Any]) -> TelegramPlatform:
+    return TelegramPlatform(name, settings)

@@ -1,0 +1,29 @@
+"""`talaria gateway` and `talaria gateway pair CODE` as the owner runs them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_process import cli
+from talaria.store.sqlite import SQLiteSessionStore
+
+
+def test_pair_lets_in_the_user_the_code_was_given_to(tmp_path: Path) -> None:
+    with SQLiteSessionStore(tmp_path / "state.db") as store:
+        code = store.ledger_request_pairing("telegram", "42", "Bob", "K7M2Q9XA")
+    unknown = cli(tmp_path, "gateway", "pair", "NOPE1234")
+    assert unknown.returncode == 2 and "no pairing request" in unknown.stderr
+    done = cli(tmp_path, "gateway", "pair", code.lower())
+    assert done.returncode == 0 and "paired 42 on telegram" in done.stdout
+    with SQLiteSessionStore(tmp_path / "state.db") as store:
+        assert store.ledger_is_paired("telegram", "42")
+
+
+def test_without_platforms_or_with_an_unknown_one_the_gateway_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    nothing = cli(tmp_path, "gateway")
+    assert nothing.returncode == 2 and "no platform configured" in nothing.stderr
+    (tmp_path / "config.yaml").write_text("gateway:\n  platforms:\n    chat: {type: fax}\n")
+    unknown = cli(tmp_path, "gateway")
+    assert unknown.returncode == 2 and "'fax' is not one of" in unknown.stderr

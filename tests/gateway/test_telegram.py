@@ -1,0 +1,209 @@
+"""The gateway on Telegram: python-telegram-bot against a local Bot API server that speaks the
+documented wire format (tests/telegram_fake.py), the model scripted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway_support import Harness, running_gateway
+from helpers import FOREVER, SRC
+from talaria.gateway.telegram import TelegramPlatform
+from talaria.testing import ScriptedProvider, call, calls, text
+from telegram_fake import FakeTelegram
+
+pytest.importorskip("telegram")
+
+ALICE, MALLORY = 1, 666
+GROUP = -100
+
+
+@asynccontextmanager
+async def telegram_gateway(
+    server: ScriptedProvider, home: Path, api: FakeTelegram, **kwargs: Any
+) -> AsyncIterator[Harness]:
+    platform = TelegramPlatform(
+        "telegram", {"token": "123:TEST", "base_url": api.base_url, "poll_timeout": 1}
+    )
+    settings = {"allow_users": [str(ALICE)], **kwargs.pop("settings", {})}
+    async with running_gateway(
+        server, home, platform=platform, settings=settings, **kwargs
+    ) as harness:
+        yield harness
+
+
+async def test_a_message_gets_one_streamed_answer(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("Hello from Telegram, this answer streams in pieces.")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            asked = api.user_says("hi")
+            await api.until(lambda: api.find("this answer streams in pieces."))
+            await api.until(lambda: api.confirmed > asked["update_id"])
+    (answer,) = api.messages
+    assert answer.text == "Hello from Telegram, this answer streams in pieces."
+    assert answer.edits  # a preview first, then edited into the answer
+    assert (ALICE, "typing") in api.actions
+
+
+async def test_a_tool_turn_edits_one_progress_message(tmp_path: Path) -> None:
+    server = ScriptedProvider([calls(("add", {"a": 20, "b": 22})), text("The sum is 42.")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            api.user_says("add 20 and 22")
+            await api.until(lambda: "The sum is 42." in api.texts())
+    progress, answer = api.messages
+    assert progress.text == "✓ add → 42" and progress.edits == ["… add"]
+    assert answer.text == "The sum is 42."
+
+
+async def test_an_approval_is_answered_with_an_inline_button(tmp_path: Path) -> None:
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    server = ScriptedProvider(
+        [calls(("terminal", {"command": f"rm -rf {doomed}"})), text("Removed it.")]
+    )
+    agent = {"toolsets": ["terminal"], "tools": []}
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api, agent=agent):
+            api.user_says("remove the folder")
+            question = await api.until(lambda: api.find("Request 1"))
+            labels = [row[0]["text"] for row in question.keyboard]
+            assert labels == ["Allow once", "Allow for this chat", "Deny"]
+            press = api.press(question, question.keyboard[0][0]["callback_data"])
+            await api.until(lambda: api.find("Removed it."))
+    assert not doomed.exists()
+    assert press["callback_query"]["id"] in api.answered_queries
+    assert question.keyboard == [] and "Answered: once" in question.text
+
+
+async def test_a_stranger_in_a_group_gets_nothing_and_reaches_no_model(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("for alice")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api, settings={"pairing": False}) as gw:
+            api.user_says("@talaria_bot hi", user_id=MALLORY, chat_id=GROUP, chat_type="group")
+            api.user_says("hello", user_id=MALLORY)
+            api.user_says("@talaria_bot hi", chat_id=GROUP, chat_type="group")
+            await api.until(lambda: api.find("for alice"))
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("telegram"))
+    assert api.texts() == ["for alice"] and len(server.requests) == 1
+    assert api.messages[0].chat_id == GROUP
+
+
+async def test_stop_ends_the_running_turn(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("never shown", delay=FOREVER)])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            api.user_says("think hard")
+            await api.until(lambda: server.requests)
+            api.user_says("/stop")
+            await api.until(lambda: api.find("Stopped."))
+    assert "never shown" not in " ".join(api.texts())
+
+
+@pytest.mark.parametrize(
+    ("mode", "ack", "answers"),
+    [
+        ("queue", "Queued", ["one", "two"]),
+        ("interrupt", "Stopping", ["two"]),
+        ("steer", "Noted", ["one"]),
+    ],
+)
+async def test_a_busy_room_queues_interrupts_or_steers(
+    tmp_path: Path, mode: str, ack: str, answers: list[str]
+) -> None:
+    first = call("add", {"a": 1, "b": 1}, delay=0.5) if mode == "steer" else text("one", delay=1)
+    if mode == "interrupt":
+        first = text("one", delay=FOREVER)
+    server = ScriptedProvider([first, text("one" if mode == "steer" else "two")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api, settings={"busy": mode}):
+            api.user_says("first")
+            await api.until(lambda: server.requests)
+            api.user_says("second")
+            await api.until(lambda: api.find(answers[-1]) and api.find(ack))
+            await asyncio.sleep(0.2)  # a stale reply would have been sent by now
+    assert [t for t in api.texts() if t in ("one", "two")] == answers
+    if mode == "steer":
+        contents = json.dumps(server.requests[1].body["messages"])
+        assert "second" in contents
+
+
+async def test_a_redelivered_update_gets_one_reply(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("just once"), text("a second reply")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            update = api.user_says("hi")
+            await api.until(lambda: api.find("just once"))
+            api.redeliver(update)
+            await api.until(lambda: api.confirmed > update["update_id"] and not api.updates)
+            api.user_says("/help")
+            await api.until(lambda: api.find("Commands:"))
+    assert api.texts().count("just once") == 1 and len(server.requests) == 1
+
+
+async def test_a_429_delays_the_answer_then_delivers_it(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("after the flood")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api, settings={"stream": False}) as gw:
+            api.flood = [2, 1]
+            api.user_says("hi")
+            await api.until(lambda: api.find("after the flood"))
+    assert api.refused == 2 and gw.waits == [2.0, 1.0]
+    assert api.texts() == ["after the flood"]
+
+
+def _config(home: Path, api: FakeTelegram) -> None:
+    home.mkdir(exist_ok=True)
+    platform = {
+        "token": "${TG_TOKEN}", "base_url": api.base_url, "poll_timeout": 1,
+        "allow_users": [str(ALICE)], "stream": False,
+    }  # fmt: skip
+    (home / "config.yaml").write_text(
+        json.dumps({"gateway": {"platforms": {"telegram": platform}}})
+    )
+
+
+def _start_gateway(home: Path, server: ScriptedProvider) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TALARIA_HOME": str(home), "HOME": str(home),
+           "TG_TOKEN": "123:TEST"}  # fmt: skip
+    model = ["--model", "scripted-model", "--base-url", server.openai_base_url, "--api-key", "k"]
+    command = [sys.executable, "-m", "talaria.cli.main", "gateway", *model, "--toolsets", ""]
+    return subprocess.Popen(command, env=env, cwd=home, stderr=subprocess.PIPE, text=True)
+
+
+async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    server = ScriptedProvider([text("the one answer")])
+    with server, FakeTelegram() as api:
+        _config(home, api)
+        api.hold_sends = True
+        gateway = _start_gateway(home, server)
+        try:
+            api.user_says("hi")
+            await api.until(lambda: api.held)  # the answer is on its way, unconfirmed
+            gateway.send_signal(signal.SIGKILL)
+            gateway.wait(60)
+            api.hold_sends = False
+            gateway = _start_gateway(home, server)
+            await api.until(lambda: api.find("the one answer"))
+            api.user_says("/help")
+            await api.until(lambda: api.find("Commands:"))
+        finally:
+            gateway.terminate()
+            assert gateway.wait(60) == 0, gateway.stderr.read() if gateway.stderr else ""
+    assert [t for t in api.texts() if "the one answer" in t] == [
+        "(sent again after a restart; you may see this twice)\nthe one answer"
+    ]
+    assert len(server.requests) == 1  # the model was not asked again

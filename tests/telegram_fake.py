@@ -1,0 +1,280 @@
+"""A local Telegram Bot API server for the gateway's tests: the documented wire format
+(`{"ok": true, "result": ...}`, `{"ok": false, "error_code": 429, "parameters":
+{"retry_after": N}}`), long-polled `getUpdates` with offsets, and the bot's messages kept as
+a user would see them. Every update it hands out and every keyboard the bot sends is checked
+with python-telegram-bot's own parsers (`Update.de_json`, `InlineKeyboardMarkup.de_json`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+from telegram import InlineKeyboardMarkup, Update
+
+BOT = {"id": 999, "is_bot": True, "first_name": "Talaria", "username": "talaria_bot"}
+WAIT_S = 60.0
+
+
+@dataclass
+class BotMessage:
+    chat_id: int
+    message_id: int
+    text: str
+    keyboard: list[list[dict[str, Any]]] = field(default_factory=list)
+    reply_to: int | None = None
+    thread_id: int | None = None
+    edits: list[str] = field(default_factory=list)
+
+
+class FakeTelegram:
+    def __init__(self) -> None:
+        self.updates: list[dict[str, Any]] = []
+        self.confirmed = 0
+        """The offset the bot last asked with: updates below it are confirmed."""
+        self.messages: list[BotMessage] = []
+        self.actions: list[tuple[int, str]] = []
+        self.answered_queries: list[str] = []
+        self.flood: list[int] = []
+        self.refused = 0
+        self.hold_sends = False
+        """Take sendMessage requests and never answer them (a send lost on the way)."""
+        self.held = 0
+        self._ids = itertools.count(1)
+        self._message_ids = itertools.count(100)
+        self._changed = threading.Condition()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/bot"
+
+    def __enter__(self) -> FakeTelegram:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.hold_sends = False
+        with self._changed:
+            self._changed.notify_all()
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ---- what users do ---------------------------------------------------------------------
+
+    def user_says(
+        self,
+        text: str,
+        *,
+        user_id: int = 1,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+        reply_to: BotMessage | None = None,
+    ) -> dict[str, Any]:
+        chat = {"id": chat_id or user_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = f"user{user_id}"
+        else:
+            chat["title"] = "the group"
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+            "text": text,
+        }
+        mention = f"@{BOT['username']}"
+        if mention in text:
+            offset = text.index(mention)
+            message["entities"] = [{"type": "mention", "offset": offset, "length": len(mention)}]
+        if reply_to is not None:
+            message["reply_to_message"] = {
+                "message_id": reply_to.message_id, "date": int(time.time()),
+                "chat": chat, "from": BOT, "text": reply_to.text,
+            }  # fmt: skip
+        return self._add({"message": message})
+
+    def press(self, message: BotMessage, data: str, *, user_id: int = 1) -> dict[str, Any]:
+        chat = {"id": message.chat_id, "type": "private", "first_name": f"user{user_id}"}
+        query = {
+            "id": f"q{next(self._ids)}",
+            "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+            "chat_instance": "ci",
+            "data": data,
+            "message": {"message_id": message.message_id, "date": int(time.time()),
+                        "chat": chat, "from": BOT, "text": message.text},
+        }  # fmt: skip
+        return self._add({"callback_query": query})
+
+    def redeliver(self, update: dict[str, Any]) -> None:
+        """Telegram hands the same update out again (as after a lost confirmation)."""
+        with self._changed:
+            self.updates.append(update)
+            self._changed.notify_all()
+
+    def _add(self, body: dict[str, Any]) -> dict[str, Any]:
+        update = {"update_id": next(self._ids), **body}
+        assert Update.de_json(update, None) is not None  # the library's own parser takes it
+        self.redeliver(update)
+        return update
+
+    # ---- what the test checks --------------------------------------------------------------
+
+    def texts(self, chat_id: int | None = None) -> list[str]:
+        return [m.text for m in self.messages if chat_id is None or m.chat_id == chat_id]
+
+    async def until(self, check: Any, timeout: float = WAIT_S) -> Any:
+        """Wait on the test's loop until `check()` returns something true; that value."""
+        deadline = time.monotonic() + timeout
+        while not (found := check()):
+            assert time.monotonic() < deadline, f"timed out; the bot sent {self.texts()}"
+            await asyncio.sleep(0.02)
+        return found
+
+    def find(self, text: str) -> BotMessage | None:
+        """The bot's message with `text` in it (a finished one, not a streamed preview)."""
+        return next((m for m in self.messages if text in m.text and "▌" not in m.text), None)
+
+    # ---- the Bot API -----------------------------------------------------------------------
+
+    def _call(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        handler = getattr(self, f"_api_{method.lower()}", None)
+        if handler is None:
+            return 404, {"ok": False, "error_code": 404, "description": "Not Found"}
+        return handler(params)
+
+    def _api_getme(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, {"ok": True, "result": BOT}
+
+    def _api_deletewebhook(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, {"ok": True, "result": True}
+
+    def _api_getupdates(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        offset = int(params.get("offset") or 0)
+        deadline = time.monotonic() + float(params.get("timeout") or 0)
+        with self._changed:
+            if offset:
+                self.confirmed = offset
+                self.updates = [u for u in self.updates if u["update_id"] >= offset]
+            while not self.updates and time.monotonic() < deadline:
+                self._changed.wait(deadline - time.monotonic())
+            return 200, {"ok": True, "result": list(self.updates)}
+
+    def _api_sendmessage(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._changed:
+            if self.flood:
+                self.refused += 1
+                wait = self.flood.pop(0)
+                return 429, {"ok": False, "error_code": 429,
+                             "description": f"Too Many Requests: retry after {wait}",
+                             "parameters": {"retry_after": wait}}  # fmt: skip
+            if self.hold_sends:
+                self.held += 1
+                self._changed.notify_all()
+                while self.hold_sends:
+                    self._changed.wait()
+                return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
+            message = BotMessage(
+                int(params["chat_id"]), next(self._message_ids), str(params["text"]),
+                _keyboard(params), _int(params.get("reply_to_message_id")),
+                _int(params.get("message_thread_id")),
+            )  # fmt: skip
+            self.messages.append(message)
+        return 200, {"ok": True, "result": _message_json(message)}
+
+    def _api_editmessagetext(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._changed:
+            message = next(
+                (m for m in self.messages if m.message_id == int(params["message_id"])), None
+            )
+            if message is None or message.chat_id != int(params["chat_id"]):
+                return 400, {"ok": False, "error_code": 400,
+                             "description": "Bad Request: message to edit not found"}  # fmt: skip
+            keyboard = _keyboard(params)
+            if message.text == params["text"] and message.keyboard == keyboard:
+                return 400, {"ok": False, "error_code": 400,
+                             "description": "Bad Request: message is not modified"}  # fmt: skip
+            message.edits.append(message.text)
+            message.text, message.keyboard = str(params["text"]), keyboard
+        return 200, {"ok": True, "result": _message_json(message)}
+
+    def _api_sendchataction(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.actions.append((int(params["chat_id"]), str(params["action"])))
+        return 200, {"ok": True, "result": True}
+
+    def _api_answercallbackquery(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.answered_queries.append(str(params["callback_query_id"]))
+        return 200, {"ok": True, "result": True}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                method = self.path.rsplit("/", 1)[-1]
+                status, payload = fake._call(method, _params(self.headers, body))
+                data = json.dumps(payload).encode()
+                with contextlib.suppress(ConnectionError):  # the bot went away (stopped)
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+
+            do_GET = do_POST
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+def _params(headers: Any, body: bytes) -> dict[str, Any]:
+    """A Bot API call's parameters: JSON, or a form whose values may be JSON-encoded."""
+    kind = headers.get("Content-Type") or ""
+    if "json" in kind:
+        return dict(json.loads(body or b"{}"))
+    params: dict[str, Any] = {}
+    for key, values in parse_qs(body.decode()).items():
+        try:
+            params[key] = json.loads(values[0])
+        except ValueError:
+            params[key] = values[0]
+    return params
+
+
+def _keyboard(params: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    markup = params.get("reply_markup")
+    if not markup:
+        return []
+    markup = json.loads(markup) if isinstance(markup, str) else markup
+    assert InlineKeyboardMarkup.de_json(markup, None) is not None  # as the library reads it
+    return list(markup["inline_keyboard"])
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if value not in (None, "") else None
+
+
+def _message_json(message: BotMessage) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "message_id": message.message_id,
+        "date": int(time.time()),
+        "chat": {"id": message.chat_id, "type": "private"},
+        "from": BOT,
+        "text": message.text,
+    }
+    if message.keyboard:
+        data["reply_markup"] = {"inline_keyboard": message.keyboard}
+    return data
