@@ -28,6 +28,7 @@ from talaria.tools.executor import ExecutorSettings, ToolExecutor
 from talaria.tools.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
+    from talaria.agent_tools.delegate import ChildRunner
     from talaria.callbacks import CallbackSink
     from talaria.checkpoints import SessionCheckpoints
     from talaria.interaction import Interactions
@@ -97,7 +98,6 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         memory=memory,
         todos=TodoList(),
         session_id=agent.session_id or "",
-        config=config,
         delegate=_delegate_runner(agent),
     )
     runtime = Runtime(
@@ -242,7 +242,7 @@ def _clarify(agent: Agent) -> Any:
     return ask
 
 
-def _delegate_runner(agent: Agent) -> Any:
+def _delegate_runner(agent: Agent) -> ChildRunner | None:
     if agent.spec.depth > 0:
         return None
     from talaria.agent_tools.delegate import ChildRunner

@@ -13,11 +13,14 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from talaria.config import Config
 from talaria.core import Usage
 from talaria.tools.base import Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.services import AgentServices
 
 
 class Child(Protocol):
@@ -64,7 +67,9 @@ class ChildRunner:
         self.spawn = spawn
         self.add_usage = add_usage
 
-    def run(self, tasks: list[dict[str, str]], ctx: ToolContext) -> list[dict[str, Any]]:
+    def run(
+        self, tasks: list[dict[str, str]], ctx: ToolContext[AgentServices]
+    ) -> list[dict[str, Any]]:
         config = self.config
         width = max(1, int(config.delegation.max_concurrent_children))
         timeout = float(config.delegation.timeout)
@@ -166,12 +171,12 @@ def _ended_early(
 
 
 def _delegate(
-    ctx: ToolContext,
+    ctx: ToolContext[AgentServices],
     goal: str | None = None,
     context: str | None = None,
     tasks: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    runner = getattr(ctx.services, "delegate", None)
+    runner = ctx.services.delegate
     if runner is None:
         raise ToolError("delegation is not available here (sub-agents cannot delegate further)")
     items = tasks if tasks else [{"goal": goal, "context": context}]

@@ -14,10 +14,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.events import Notice
 from talaria.tools.base import Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.services import AgentServices
 
 SEPARATOR = "\n§\n"
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
@@ -185,13 +188,13 @@ def _edit(
 
 
 def _memory(
-    ctx: ToolContext,
+    ctx: ToolContext[AgentServices],
     action: str,
     target: str,
     content: str | None = None,
     old_text: str | None = None,
 ) -> dict[str, Any]:
-    store = getattr(ctx.services, "memory", None)
+    store = ctx.services.memory
     if store is None:
         raise ToolError("memory is disabled")
     result: dict[str, Any] = store.apply(action, target, content=content, old_text=old_text)

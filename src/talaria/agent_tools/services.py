@@ -7,17 +7,23 @@ agent. It follows the conversation into a child session (`SessionContinued`) by 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from talaria.agent_tools.todo import TodoList
 from talaria.events import Event, SessionContinued
 
 if TYPE_CHECKING:
+    from talaria.agent_tools.delegate import ChildRunner
     from talaria.agent_tools.memory import MemoryStore
+    from talaria.agent_tools.todo import TodoList
     from talaria.skills.catalog import SkillCatalog
     from talaria.store.base import SessionStore
+
+
+def _no_todos() -> TodoList:
+    from talaria.agent_tools.todo import TodoList  # the todo tool's module types its context
+
+    return TodoList()
 
 
 @dataclass(kw_only=True)
@@ -28,10 +34,9 @@ class AgentServices:
     session_id: str
     memory: MemoryStore | None = None
     """None when memory is disabled; the memory tool then reports that."""
-    todos: TodoList = field(default_factory=TodoList)
-    config: Any = None
-    delegate: Callable[..., Any] | None = None
-    """Runs child agents for delegate_task; set by the agent when delegation is enabled."""
+    todos: TodoList = field(default_factory=_no_todos)
+    delegate: ChildRunner | None = None
+    """Runs child agents for delegate_task; None in a child (no further delegation)."""
     skills: SkillCatalog | None = None
     """The skills skill_view and skill_manage work with."""
 

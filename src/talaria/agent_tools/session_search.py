@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.store.base import SearchHit, SearchQueryError, SessionInfo, content_text
 from talaria.tools.base import Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.services import AgentServices
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
@@ -87,7 +90,7 @@ def _recent_entry(info: SessionInfo) -> dict[str, Any]:
 
 
 def _session_search(
-    ctx: ToolContext, query: str | None = None, limit: Any = None
+    ctx: ToolContext[AgentServices], query: str | None = None, limit: Any = None
 ) -> dict[str, Any]:
     services = ctx.services
     count = _clamp(limit)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.tools.base import Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.services import AgentServices
 
 STATUSES = ("pending", "in_progress", "completed", "cancelled")
 MARKS = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
@@ -132,7 +135,9 @@ class TodoList:
         return cls(data or None)
 
 
-def _todo(ctx: ToolContext, todos: Any = None, merge: bool = False) -> dict[str, Any]:
+def _todo(
+    ctx: ToolContext[AgentServices], todos: Any = None, merge: bool = False
+) -> dict[str, Any]:
     services = ctx.services
 
     def save(items: list[dict[str, str]]) -> None:

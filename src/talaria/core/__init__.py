@@ -32,10 +32,12 @@ if TYPE_CHECKING:
     from talaria.core.protocols import (
         ApprovalAsk,
         ApprovalDecision,
+        ApprovalVerdict,
         Approver,
         ModelClient,
         SessionLog,
         StreamHandler,
+        ToolApprover,
     )
     from talaria.core.result import (
         ExitReason,
@@ -52,6 +54,7 @@ _EXPORTS = {
     "ApprovalAsk": "talaria.core.protocols",
     "ApprovalDecision": "talaria.core.protocols",
     "Approver": "talaria.core.protocols",
+    "ApprovalVerdict": "talaria.core.protocols",
     "AssistantMessage": "talaria.core.messages",
     "Content": "talaria.core.messages",
     "ContentPart": "talaria.core.messages",
@@ -70,6 +73,7 @@ _EXPORTS = {
     "StreamHandler": "talaria.core.protocols",
     "SystemMessage": "talaria.core.messages",
     "TextPart": "talaria.core.messages",
+    "ToolApprover": "talaria.core.protocols",
     "ToolCall": "talaria.core.model",
     "ToolCallDict": "talaria.core.messages",
     "ToolMessage": "talaria.core.messages",
@@ -88,6 +92,7 @@ _EXPORTS = {
 __all__ = [
     "ApprovalAsk",
     "ApprovalDecision",
+    "ApprovalVerdict",
     "Approver",
     "AssistantMessage",
     "Content",
@@ -107,6 +112,7 @@ __all__ = [
     "StreamHandler",
     "SystemMessage",
     "TextPart",
+    "ToolApprover",
     "ToolCall",
     "ToolCallDict",
     "ToolMessage",

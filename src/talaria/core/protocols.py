@@ -1,7 +1,8 @@
 """The small interfaces the engine depends on, so that it depends on no implementation.
 
 A model client (one endpoint and wire API), the handler its stream reports to, the session
-log the loop writes through, and the approver a front end or a library user supplies.
+log the loop writes through, the approver a front end or a library user supplies, and the
+one a running tool asks through (`ToolContext.approver`).
 """
 
 from __future__ import annotations
@@ -111,3 +112,34 @@ class Approver(Protocol):
     (``approval_callback`` in the public API)."""
 
     def __call__(self, request: ApprovalAsk) -> ApprovalDecision: ...
+
+
+ApprovalVerdict: TypeAlias = Literal["approved", "denied", "timed_out", "no_one", "unattended"]
+"""What came of asking: `approved` (by a grant, by `approvals.mode: off`, or by an answer),
+`denied` (the answer was no), `timed_out` (unanswered within `approvals.timeout`), `no_one`
+(no front end answers approvals: fail closed), `unattended` (approvals are off and this needs
+a human's yes, so it is refused rather than asked)."""
+
+
+class ToolApprover(Protocol):
+    """How a running tool asks for a human's yes (`ToolContext.approver`): the same path the
+    loop takes before a call, so grants already given count, `approvals.mode` applies, and the
+    question is an `ApprovalRequested` event that whoever answers approvals sees (a front end,
+    or the root agent for a sub-agent's calls). A tool that runs commands of its own (a
+    sub-agent, code calling tools) asks here and does nothing unless the verdict is
+    `approved`."""
+
+    async def ask(
+        self,
+        command: str,
+        reason: str,
+        *,
+        tool_name: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        needs_a_human: bool = False,
+    ) -> ApprovalVerdict:
+        """Ask whether `command` (what the user is shown and a grant remembers, exactly) may
+        run, and why it needs asking. `tool_name` and `arguments` describe the call asking
+        (default: the tool call this approver belongs to). `needs_a_human`: it would cross
+        the sandbox the user chose, so approvals off refuse it instead of allowing it."""
+        ...

@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from talaria.core import (
     Content,
@@ -57,6 +58,9 @@ from talaria.providers.resilience.chain import ChainEntry
 from talaria.providers.resilience.retry import Action, action_for
 from talaria.store.base import StoreError
 from talaria.tools.base import ToolContext
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.services import AgentServices
 
 log = logging.getLogger("talaria.loop")
 
@@ -466,7 +470,7 @@ async def _run_tools(
         rt.emit(Notice("warning", f"loop guard: refused to run {names} again"))
     rt.emit(StatusChanged("executing_tools", ", ".join(call.name for call in runnable)))
 
-    def make_context(call: ToolCall, cancel: threading.Event) -> ToolContext:
+    def make_context(call: ToolCall, cancel: threading.Event) -> ToolContext[AgentServices | None]:
         return ToolContext(
             task_id=state.task_id,
             session_id=session.id,

@@ -7,12 +7,21 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    from talaria.core import ToolApprover
     from talaria.events import EventSink
     from talaria.policy.approval import Assessment
     from talaria.tools.sandbox import SandboxPolicy
+
+    ServicesT = TypeVar("ServicesT", default=None)
+else:  # the default only matters to type checkers; typing_extensions is not imported at run time
+    from typing import TypeVar
+
+    ServicesT = TypeVar("ServicesT")
 
 
 class ToolError(Exception):
@@ -20,9 +29,10 @@ class ToolError(Exception):
 
 
 @dataclass(slots=True)
-class ToolContext:
+class ToolContext(Generic[ServicesT]):
     """Per-call view of the agent that a handler can ask for by annotating a parameter
-    with `ToolContext`. The parameter is hidden from the model's schema."""
+    with `ToolContext` (or `ToolContext[S]`, S the type of `services` it expects, as
+    pydantic-ai's `RunContext[Deps]`). The parameter is hidden from the model's schema."""
 
     task_id: str
     session_id: str
@@ -33,8 +43,12 @@ class ToolContext:
     call_id: str = ""
     clarify: Callable[[str, list[str] | None], Awaitable[str | None]] | None = None
     """Ask the user (question, choices); None when the question lapsed unanswered."""
-    services: Any = None
-    """Agent-level state for agent-level tools (store, memory, todos, delegation)."""
+    services: ServicesT = None  # type: ignore[assignment]  # None is the default ServicesT
+    """Agent-level state for agent-level tools: an agent's runtime gives its
+    `talaria.agent_tools.services.AgentServices` (store, memory, todos, delegation)."""
+    approver: ToolApprover | None = None
+    """Asks for a human's yes through the agent's own approval path (see
+    `talaria.core.ToolApprover`); the executor gives every call one. None outside a run."""
     sandbox: SandboxPolicy | None = None
     """The sandbox commands run under (None: unconfined)."""
     approved: str = ""

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from talaria.core import ToolCall, ToolMessage
+from talaria.core import ToolApprover, ToolCall, ToolMessage
 from talaria.core.telemetry import NO_TELEMETRY, Scope, Telemetry
-from talaria.events import ApprovalRequested, EventSink, ToolFinished, ToolStarted
-from talaria.interaction import Interactions, RequestLapsed
+from talaria.events import EventSink, ToolFinished, ToolStarted
+from talaria.interaction import Interactions
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.messages.redact import redact
 from talaria.offload import AbortedByUserCode, run_user_code
@@ -44,6 +44,7 @@ from talaria.policy.approval import (
     Boundary,
     assess_tool_call,
 )
+from talaria.tools.approvals import CallApprover
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.results import STREAM_ITEMS, cap_result, serialise_result
 from talaria.tools.validate import ArgumentError, validate_arguments
@@ -97,11 +98,14 @@ class ToolExecutor:
     interactions: Interactions
     settings: ExecutorSettings = field(default_factory=ExecutorSettings)
     telemetry: Telemetry = NO_TELEMETRY
+    approver: ToolApprover | None = None
+    """Where approvals are asked instead of this agent's own requests and grants (a
+    sub-agent's: its root agent's `ToolContext.approver`); None: this agent asks."""
 
     async def run_batch(
         self,
         calls: list[ToolCall],
-        make_context: Callable[[ToolCall, threading.Event], ToolContext],
+        make_context: Callable[[ToolCall, threading.Event], ToolContext[Any]],
         interrupt: InterruptSignal,
         emit: EventSink,
     ) -> BatchResult:
@@ -142,7 +146,7 @@ class ToolExecutor:
     async def _run_group(
         self,
         calls: list[ToolCall],
-        make_context: Callable[[ToolCall, threading.Event], ToolContext],
+        make_context: Callable[[ToolCall, threading.Event], ToolContext[Any]],
         interrupt: InterruptSignal,
         emit: EventSink,
     ) -> list[CallOutcome]:
@@ -150,7 +154,7 @@ class ToolExecutor:
         slots = asyncio.Semaphore(max(1, self.settings.max_workers))
         begun: set[str] = set()
 
-        async def bounded(call: ToolCall, ctx: ToolContext) -> CallOutcome:
+        async def bounded(call: ToolCall, ctx: ToolContext[Any]) -> CallOutcome:
             async with slots:
                 begun.add(call.id)
                 return await self._run_one(call, ctx, emit)
@@ -181,17 +185,17 @@ class ToolExecutor:
                 for task in tasks
             ]
 
-    async def run_call(self, call: ToolCall, ctx: ToolContext, emit: EventSink) -> CallOutcome:
+    async def run_call(self, call: ToolCall, ctx: ToolContext[Any], emit: EventSink) -> CallOutcome:
         """One call from start to finish, on its own (a durable worker runs each call as one
         activity; the batch logic above stays with the turn)."""
         return await self._run_one(call, ctx, emit)
 
-    async def _run_one(self, call: ToolCall, ctx: ToolContext, emit: EventSink) -> CallOutcome:
+    async def _run_one(self, call: ToolCall, ctx: ToolContext[Any], emit: EventSink) -> CallOutcome:
         with self.telemetry.tool_call(call.name, call.id) as observed:
             return await self._run_observed(call, ctx, emit, observed)
 
     async def _run_observed(
-        self, call: ToolCall, ctx: ToolContext, emit: EventSink, observed: Scope
+        self, call: ToolCall, ctx: ToolContext[Any], emit: EventSink, observed: Scope
     ) -> CallOutcome:
         started = time.monotonic()
         arguments: dict[str, Any] = {}
@@ -241,7 +245,7 @@ class ToolExecutor:
         return tool, _checked(tool, call.arguments)
 
     async def _guarded(
-        self, tool: Tool, call: ToolCall, arguments: dict[str, Any], ctx: ToolContext
+        self, tool: Tool, call: ToolCall, arguments: dict[str, Any], ctx: ToolContext[Any]
     ) -> CallOutcome:
         guard = await self.hooks.pre_tool_call(
             call.name, arguments, task_id=ctx.task_id, session_id=ctx.session_id
@@ -262,12 +266,20 @@ class ToolExecutor:
             )
         if guard.ask is not None and assessment is None:
             assessment = _hook_asks(call.name, arguments, guard.ask)
+        ctx.approver = self.approver or CallApprover(
+            self.approvals,
+            self.interactions,
+            self.settings.approval_timeout,
+            call.id,
+            call.name,
+            arguments,
+        )
         waited = 0.0
         if assessment is not None:
             asked = time.monotonic()
             waved = guard.approved or (guard.allowed and not assessment.needs_a_human)
             with self.telemetry.approval(call.name, assessment.command) as observed:
-                denial = await self._approve(assessment, call, arguments, waved)
+                denial = await self._approve(assessment, ctx.approver, call, arguments, waved)
                 observed.decided("approved" if denial is None else "denied")
             waited = time.monotonic() - asked
             if denial is not None:
@@ -279,7 +291,12 @@ class ToolExecutor:
         return outcome
 
     async def _approve(
-        self, assessment: Assessment, call: ToolCall, arguments: dict[str, Any], pre_approved: bool
+        self,
+        assessment: Assessment,
+        approver: ToolApprover,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        pre_approved: bool,
     ) -> CallOutcome | None:
         """None when the call may run; otherwise the denial the model will read."""
         if assessment.blocked:
@@ -288,11 +305,12 @@ class ToolExecutor:
                 "mode; do not try to work around it.",
                 True,
             )
-        if pre_approved or self.approvals.is_granted(assessment.command):
+        if pre_approved:
             return None
-        if self.approvals.mode == "off":
-            return _refused_unattended(assessment) if assessment.needs_a_human else None
-        if self.hooks.has("permission_request"):
+        undecided = not self.approvals.is_granted(assessment.command) and (
+            self.approvals.mode != "off"
+        )  # a grant or approvals off settle it before any hook is asked
+        if undecided and self.hooks.has("permission_request"):
             answers = await self.hooks.ask(
                 "permission_request",
                 tool_name=call.name,
@@ -308,41 +326,37 @@ class ToolExecutor:
                 isinstance(a, dict) and a.get("allow") for a in answers
             ):
                 return None
-        if not self.interactions.can_answer("approval"):
+        verdict = await approver.ask(
+            assessment.command,
+            assessment.reason,
+            tool_name=call.name,
+            arguments=arguments,
+            needs_a_human=assessment.needs_a_human,
+        )
+        if verdict == "approved":
+            return None
+        if verdict == "unattended":
+            return _refused_unattended(assessment)
+        if verdict == "no_one":
             return CallOutcome(
                 f"Denied: this needs the user's approval ({assessment.reason}) "
                 "and no one is available to approve it in this session. Do not "
                 "retry it; find a safer way or tell the user what you need.",
                 True,
             )
-
-        def request(request_id: str) -> ApprovalRequested:
-            return ApprovalRequested(
-                request_id,
-                call.id,
-                call.name,
-                assessment.command,
-                assessment.reason,
-                arguments,
-                assessment.command,
-            )
-
-        try:
-            decision = await self.interactions.ask(request, self.settings.approval_timeout)
-        except RequestLapsed:
+        if verdict == "timed_out":
             return CallOutcome(
                 "Denied: the approval request timed out.", True, halt="approval timed out"
             )
-        if decision == "deny":
-            return CallOutcome(
-                f"Denied by the user: {assessment.command!r} was not approved. "
-                "Do not retry it; ask the user how to proceed.",
-                True,
-            )
-        self.approvals.record(decision, assessment.command)
-        return None
+        return CallOutcome(
+            f"Denied by the user: {assessment.command!r} was not approved. "
+            "Do not retry it; ask the user how to proceed.",
+            True,
+        )
 
-    async def _invoke(self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> CallOutcome:
+    async def _invoke(
+        self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext[Any]
+    ) -> CallOutcome:
         kwargs = dict(arguments)
         if tool.context_param:
             kwargs[tool.context_param] = ctx

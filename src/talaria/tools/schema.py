@@ -72,14 +72,16 @@ def resolve_hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 def is_context_hint(hint: Any) -> bool:
-    """True for `ToolContext`, `ToolContext | None` and `Annotated` forms of them."""
+    """True for `ToolContext`, `ToolContext[S]`, either `| None`, and `Annotated` forms."""
     hint = _strip_annotated(hint)
-    if hint is ToolContext:
-        return True
     if get_origin(hint) in (Union, types.UnionType):
         members = [a for a in get_args(hint) if a is not _NONE]
-        return len(members) == 1 and members[0] is ToolContext
-    return False
+        return len(members) == 1 and _is_context_class(members[0])
+    return _is_context_class(hint)
+
+
+def _is_context_class(hint: Any) -> bool:
+    return hint is ToolContext or get_origin(hint) is ToolContext
 
 
 def type_schema(hint: Any) -> JsonSchema:
