@@ -260,3 +260,56 @@ def test_a_hook_cannot_allow_a_write_outside_the_sandbox(
 
     assert tool_results(result)[0].startswith("Refused:")
     assert not outside.exists()
+
+
+def test_a_permission_request_hook_answers_for_the_user(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    code = (
+        "import json, sys\n"
+        "event = json.load(sys.stdin)\n"
+        "allowed = event['tool_input']['command'].endswith('build')\n"
+        "behaviour = {'behavior': 'allow'} if allowed else "
+        "{'behavior': 'deny', 'message': 'only build/ may go'}\n"
+        "print(json.dumps({'hookSpecificOutput': {'decision': behaviour}}))\n"
+    )
+    hook = script(tmp_path, "permission", code)
+    settings(tmp_path / "settings.json", {"PermissionRequest": one(hook, matcher="Bash")})
+    (tmp_path / "build").mkdir()
+    (tmp_path / "src").mkdir()
+    provider.add(
+        call("terminal", {"command": "rm -rf build"}),
+        call("terminal", {"command": "rm -rf src"}),
+        text("ok"),
+    )
+    asked: list[str] = []
+    agent = scripted_agent(
+        provider,
+        tmp_path,
+        toolsets=["terminal"],
+        tools=[],
+        approval_callback=lambda request: asked.append(request.command) or "deny",
+    )
+
+    result = agent.run_conversation("clean")
+
+    removed, kept = tool_results(result)
+    assert not (tmp_path / "build").exists() and (tmp_path / "src").is_dir()
+    assert not removed.startswith(("Denied", "Error"))
+    assert kept == "Denied by a PermissionRequest hook: only build/ may go"
+    assert asked == []  # the hook answered both; nobody was asked
+
+
+def test_a_post_tool_use_hook_tells_the_model_something(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    note = {"decision": "block", "reason": "the result is cached; rerun with --fresh"}
+    hook = script(tmp_path, "post", f"print({json.dumps(json.dumps(note))})")
+    settings(tmp_path / "settings.json", {"PostToolUse": one(hook, matcher="add")})
+    provider.add(call("add", {"a": 1, "b": 1}), text("2"))
+
+    result = scripted_agent(provider, tmp_path).run_conversation("add")
+
+    assert tool_results(result) == [
+        "2\n\n[PostToolUse hook] the result is cached; rerun with --fresh"
+    ]

@@ -184,7 +184,7 @@ class AcpSession:
         waits for it (prompts run in the order they came, each answered when its own turn
         ends); a cancel answers the running prompt and every waiting one `cancelled`."""
         message = user_message(blocks, images=self._images)
-        if isinstance(message, str) and message.startswith("/"):
+        if isinstance(message, str):
             message = await asyncio.to_thread(self._expand_skill, message)
         cancels = self._cancels
         async with self._turns:
@@ -206,7 +206,7 @@ class AcpSession:
         from talaria.skills.invoke import expand_invocation
 
         try:
-            return expand_invocation(text, self.agent.skills()) or text
+            return expand_invocation(text, self.agent.skills) or text
         except ValueError as exc:
             raise invalid(str(exc)) from None
 

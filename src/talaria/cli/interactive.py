@@ -333,7 +333,7 @@ class Chat:
         from talaria.skills.invoke import expand_invocation
 
         try:
-            message = expand_invocation(f"/{name} {arg}", self.agent.skills())
+            message = expand_invocation(f"/{name} {arg}", self.agent.skills)
         except ValueError as exc:
             self.renderer.error(str(exc))
             return True

@@ -86,7 +86,12 @@ def _run(
         if args.input_format == "stream-json":
             return _converse(args, output, holder, signals, on_stop)
         prompt = compose_prompt(args.query or "", sys.stdin)
-        result = _ask(args, output, holder, lambda agent: output.follow(agent.events(prompt)))
+        result = _ask(
+            args,
+            output,
+            holder,
+            lambda agent: output.follow(agent.events(_with_skill(agent, prompt))),
+        )
         assert result is not None
     except (ConfigError, ProviderError, SessionNotFound, AmbiguousSession, ValueError) as exc:
         return output.failure(str(getattr(exc, "message", None) or exc), EXIT_AGENT_FAILURE)
@@ -158,6 +163,13 @@ def _ask(
         except StoreError as exc:  # the turn is stored; only the resume defaults are not
             log.warning("session %s: setup not recorded: %s", result["session_id"], exc)
     return result
+
+
+def _with_skill(agent: Agent, prompt: str) -> str:
+    """`talaria -p "/<skill-name> request"`: the skill's instructions and the request."""
+    from talaria.skills.invoke import expand_invocation
+
+    return expand_invocation(prompt, agent.skills) or prompt
 
 
 def stopped_line(name: str, result: Mapping[str, Any], unsaved: int) -> str:

@@ -218,8 +218,7 @@ class ChatSession:
         typing = asyncio.create_task(self._keep_typing())
         try:
             agent = await self._agent()
-            if text.startswith("/"):
-                text = await run_blocking(_with_skill, agent, text)
+            text = await run_blocking(_with_skill, agent, text)
             stream = agent.events(
                 text, system_message=self.room.prompt or self.settings.prompt,
                 answers=("approval", "clarify"),
@@ -446,7 +445,7 @@ def _with_skill(agent: Agent, text: str) -> str:
     from talaria.skills.invoke import expand_invocation
 
     try:
-        return expand_invocation(text, agent.skills()) or text
+        return expand_invocation(text, agent.skills) or text
     except ValueError:
         return text
 

@@ -4,7 +4,7 @@ instructions become the user message, with the request after them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from talaria.skills.catalog import Skill
 
@@ -28,10 +28,11 @@ def invocation_message(skill: Skill, request: str) -> str:
     return "\n".join(lines)
 
 
-def expand_invocation(text: str, skills: Sequence[Skill]) -> str | None:
-    """The user message for `text` when it is `/<skill-name> ...`; None otherwise."""
+def expand_invocation(text: str, skills: Callable[[], Sequence[Skill]]) -> str | None:
+    """The user message for `text` when it is `/<skill-name> ...` and `skills()` (looked at
+    only then) has that skill; None otherwise."""
     match = _INVOCATION.match(text.strip())
     if match is None:
         return None
-    skill = next((s for s in skills if s.name == match.group(1)), None)
+    skill = next((s for s in skills() if s.name == match.group(1)), None)
     return invocation_message(skill, match.group(2) or "") if skill is not None else None
