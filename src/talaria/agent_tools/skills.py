@@ -12,19 +12,22 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.skills.catalog import NAME, Skill, SkillCatalog, split_front_matter
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.write_boundary import check_write
+
+if TYPE_CHECKING:
+    from talaria.agent_tools.services import AgentServices
 
 LISTED_FILES = 100
 """Files beside a SKILL.md that `skill_view` names (the rest are counted)."""
 ACTIONS = ("create", "edit", "patch", "write_file", "remove_file", "delete")
 
 
-def catalog_of(ctx: ToolContext) -> SkillCatalog:
-    catalog = getattr(ctx.services, "skills", None)
+def catalog_of(ctx: ToolContext[AgentServices]) -> SkillCatalog:
+    catalog = ctx.services.skills
     if catalog is None:
         raise ToolError("skills are not available to this agent")
     return catalog
@@ -57,7 +60,7 @@ def _files_beside(folder: Path) -> list[str]:
     return files
 
 
-def skill_view(ctx: ToolContext, name: str = "", file_path: str = "") -> str:
+def skill_view(ctx: ToolContext[AgentServices], name: str = "", file_path: str = "") -> str:
     catalog = catalog_of(ctx)
     if not name:
         skills = catalog.skills()
@@ -117,7 +120,7 @@ def _check_skill_text(name: str, content: str) -> None:
         )
 
 
-def _write(target: Path, ctx: ToolContext, data: str) -> None:
+def _write(target: Path, ctx: ToolContext[AgentServices], data: str) -> None:
     from talaria.tools.builtin.files import write_checked
 
     write_checked(target, ctx, lambda _: data.encode("utf-8"))
@@ -136,7 +139,7 @@ def _patch_text(target: Path, old: str, new: str) -> str:
 
 
 def skill_manage(
-    ctx: ToolContext,
+    ctx: ToolContext[AgentServices],
     action: str,
     name: str,
     content: str = "",

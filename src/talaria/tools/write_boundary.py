@@ -79,7 +79,9 @@ def writes_files(tool: Tool) -> bool:
     return tool.name in WRITERS or tool.writes is not None
 
 
-def assess_write_call(tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> Assessment | None:
+def assess_write_call(
+    tool: Tool, arguments: dict[str, Any], ctx: ToolContext[Any]
+) -> Assessment | None:
     """The executor's verdict on a file-writing call (`writes_files`) before it runs."""
     if tool.writes is not None:
         target = tool.writes(arguments, ctx.cwd, ctx.home)
@@ -88,7 +90,7 @@ def assess_write_call(tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -
     return None if target is None else judge(target, ctx.sandbox, ctx.home)
 
 
-def check_write(real: Path, ctx: ToolContext) -> None:
+def check_write(real: Path, ctx: ToolContext[Any]) -> None:
     """Raise unless this call may write the real path `real`, which the tool has opened: either
     it needs no approval, or it is exactly what the user approved for this call."""
     verdict = judge(real, ctx.sandbox, ctx.home)

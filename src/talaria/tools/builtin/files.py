@@ -134,7 +134,9 @@ def number_lines(lines: Iterable[str], name: str, offset: int, limit: int) -> st
     return "\n".join([*shown, footer])
 
 
-def write_checked(target: Path, ctx: ToolContext, edit: Callable[[bytes | None], bytes]) -> bool:
+def write_checked(
+    target: Path, ctx: ToolContext[Any], edit: Callable[[bytes | None], bytes]
+) -> bool:
     """Write `edit(current bytes or None)` to the real file `target` names, if this call may
     write there (`check_write`); True when the file existed. The directory is opened without
     following links, so what was checked is where the bytes land."""
