@@ -14,13 +14,14 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pg_cluster import free_port
+from talaria.durable.client import DurableTurn, connect, start_turn
 from talaria.testing import ScriptedProvider
 
 EFFECTS_PLUGIN = '''
@@ -218,3 +219,29 @@ async def wait_for(condition: Any, what: str, timeout: float = 120) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+async def turn_across_a_kill(
+    target: str,
+    queue: str,
+    server: ScriptedProvider,
+    home: Path,
+    workers: list[WorkerProcess],
+    message: str,
+    while_held: Callable[[DurableTurn], Awaitable[None]] | None = None,
+) -> DurableTurn:
+    """Start a turn whose first tool (`append_line` or `append_unsafe`) holds on the home's
+    pause file; once its effect is written, `while_held(turn)` runs, the worker is killed
+    (kill -9: the tool's result is not recorded), the tool is released and a second worker
+    takes the turn over."""
+    (home / "pause").touch()
+    first = WorkerProcess(target, queue, server, home)
+    workers.append(first)
+    turn = await start_turn(await connect(target), queue, message)
+    await wait_for(lambda: (home / "effects.txt").exists(), "the tool's side effect")
+    if while_held is not None:
+        await while_held(turn)
+    first.kill9()
+    (home / "pause").unlink()
+    workers.append(WorkerProcess(target, queue, server, home))
+    return turn

@@ -19,7 +19,7 @@ from talaria.messages.validate import history_problems
 from talaria.store.factory import open_store
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import Fail, ScriptedProvider, call, text
-from temporal_cluster import WorkerProcess, wait_for, worker_home
+from temporal_cluster import WorkerProcess, turn_across_a_kill, wait_for, worker_home
 
 pytestmark = [pytest.mark.temporal, pytest.mark.timeout(300)]
 
@@ -136,17 +136,12 @@ async def test_kill_9_during_a_tool_the_next_worker_finishes_with_the_effect_onc
 ) -> None:
     store_url = request.getfixturevalue("pg_clean_url") if backend == "postgres" else None
     home = worker_home(tmp_path / "home", store_url=store_url)
-    (home / "pause").touch()
     script = [call("append_line", {"text": "exactly once"}), text("appended it")]
     with ScriptedProvider(script) as server:
-        first = WorkerProcess(temporal_target, queue, server, home)
-        workers.append(first)
-        client = await connect(temporal_target)
-        turn = await start_turn(client, queue, "append a line")
-        await wait_for(lambda: effects(home), "the tool's side effect")
-        first.kill9()  # after the effect, before the result was recorded
-        (home / "pause").unlink()
-        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        # killed after the effect, before the result was recorded
+        turn = await turn_across_a_kill(
+            temporal_target, queue, server, home, workers, "append a line"
+        )
         result = await turn.result()
         assert server.invalid_requests == []
     assert [line.split(" ", 1)[1] for line in effects(home)] == ["exactly once"]
@@ -184,17 +179,11 @@ async def test_kill_9_during_a_model_call_repeats_only_that_call(
 async def test_a_tool_not_safe_to_retry_is_reported_not_run_twice(
     temporal_target: str, home: Path, queue: str, workers: list[WorkerProcess]
 ) -> None:
-    (home / "pause").touch()
     script = [call("append_unsafe", {"text": "at most once"}), text("noted")]
     with ScriptedProvider(script) as server:
-        first = WorkerProcess(temporal_target, queue, server, home)
-        workers.append(first)
-        client = await connect(temporal_target)
-        turn = await start_turn(client, queue, "append unsafely")
-        await wait_for(lambda: effects(home), "the tool's side effect")
-        first.kill9()
-        (home / "pause").unlink()
-        workers.append(WorkerProcess(temporal_target, queue, server, home))
+        turn = await turn_across_a_kill(
+            temporal_target, queue, server, home, workers, "append unsafely"
+        )
         result = await turn.result()
     assert len(effects(home)) == 1
     assert "not safe to run twice" in result["messages"][2]["content"]

@@ -33,6 +33,7 @@ from talaria.durable.protocol import (
     AGENT_OVERRIDES,
     ContinueInput,
     FinishInput,
+    KeepQueued,
     ModelCallInput,
     SummaryInput,
     ToolCallInput,
@@ -52,6 +53,7 @@ from talaria.durable.turn_span import record_turn_span
 from talaria.events import ClarifyRequested
 from talaria.interaction import RequestLapsed
 from talaria.loop.held_text import held_for, settle
+from talaria.loop.steering import QUEUE_STATE_KEY
 from talaria.policy.approval import ApprovalState
 from talaria.providers.errors import ProviderError
 from talaria.providers.resilience.caller import Watchdog
@@ -364,6 +366,17 @@ class TurnActivities:
         name = str(agent.config.telemetry.agent_name)
         record_turn_span(runtime.telemetry, name, finish.span, finish)
 
+    @activity.defn(name="keep_queued")
+    async def keep_queued(self, keep: KeepQueued) -> None:
+        """Add the messages a workflow did not run to the session's queue in the store (once
+        each: a retried call adds nothing twice), where the next run of the session finds
+        them."""
+        store = self.agents.store
+        kept = store.get_state(keep.session_id, QUEUE_STATE_KEY) or []
+        known = {note.get("id") for note in kept if isinstance(note, dict)}
+        added = [note for note in keep.notes if note.get("id") not in known]
+        store.set_state(keep.session_id, QUEUE_STATE_KEY, [*kept, *added])
+
     def all(self) -> list[Callable[..., Awaitable[Any]]]:
         return [
             self.open_turn,
@@ -372,6 +385,7 @@ class TurnActivities:
             self.summarise,
             self.continue_session,
             self.finish_turn,
+            self.keep_queued,
         ]
 
 

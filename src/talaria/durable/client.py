@@ -76,8 +76,14 @@ class DurableTurn:
 
     async def steer(self, text: str) -> None:
         """Tell the running turn something now: the model reads it with its next call, after
-        the current tool results (`SteerAccepted`, then `SteerDelivered` events)."""
+        the current tool results (`SteerAccepted`, then `SteerDelivered` events). One that
+        comes after the turn's last model call runs as the next message (`MessageQueued`)."""
         await self.handle.signal(TurnWorkflow.steer, text)
+
+    async def queue(self, text: str) -> None:
+        """Run `text` as a turn of its own, in the same workflow, once the running one ends
+        (`MessageQueued`, then `QueuedMessageStarted`); the result is the last turn's."""
+        await self.handle.signal(TurnWorkflow.queue, text)
 
     async def result(self) -> dict[str, Any]:
         from temporalio.client import WorkflowFailureError

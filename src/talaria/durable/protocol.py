@@ -148,6 +148,15 @@ class FinishInput:
     """The turn as its `invoke_agent` span records it (see `durable/turn_span.py`)."""
 
 
+@dataclass
+class KeepQueued:
+    """Queued messages a workflow did not run, to keep with the session in the store."""
+
+    session_id: str
+    notes: list[dict[str, Any]]
+    """`UserNote.to_state()` each, in the order they were queued."""
+
+
 def request_id(kind: str, call_id: str) -> str:
     """Request ids come from the call id, so a replayed or retried call asks the same one."""
     return f"{kind}:{call_id}"

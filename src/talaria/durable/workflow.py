@@ -4,9 +4,12 @@ Each model call and each tool call is an activity on a worker; Temporal records 
 so a worker that dies mid-turn is replaced and the turn goes on from the last recorded step:
 a recorded model answer is never paid for again, a recorded tool result is never run again.
 Clients talk to a running turn with the `respond` update (approvals, clarify answers, by the
-request id of the `ApprovalRequested` / `ClarifyRequested` event), the `interrupt` signal, and
-the `events` query (every engine event so far, streamed deltas included). The result is the
-same dict `Agent.run_conversation` returns.
+request id of the `ApprovalRequested` / `ClarifyRequested` event), the `interrupt`, `steer`
+and `queue` signals, and the `events` query (every engine event so far, streamed deltas
+included). Queued messages (and steers that came after the last model call) run as turns of
+their own in the same workflow once the turn ends, as `Agent.queue` does; being signals, they
+are in the workflow's history, so a worker killed with one pending loses none and runs none
+twice. The result is the same dict `Agent.run_conversation` returns (the last turn's).
 
 The workflow sandbox imports this module for every run: it must stay free of side effects.
 """
@@ -31,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from talaria.durable.protocol import (
         WORKFLOW_NAME,
         FinishInput,
+        KeepQueued,
         TurnInput,
         TurnSetup,
         loop_messages,
@@ -48,10 +52,10 @@ with workflow.unsafe.imports_passed_through():
         tool_stubs,
     )
     from talaria.durable.turn_span import turn_record
-    from talaria.events import Notice, SteerAccepted
+    from talaria.events import Notice
     from talaria.loop.runtime import Runtime
     from talaria.loop.spending import ACTIVE_METER, Budgets, SpendMeter
-    from talaria.loop.steering import SteeringInbox
+    from talaria.loop.steering import Steering
     from talaria.loop.turn import busy_result, result_dict, run_turn
     from talaria.plugins.hooks import HookBus
     from talaria.providers.resilience.caller import CallerSettings, ModelCaller
@@ -72,11 +76,48 @@ class TurnWorkflow:
         self.log = EventLog()
         self.stop = WorkflowInterrupt()
         self.requests = PendingRequests(self.log, timeout=300.0)
-        self.steering = SteeringInbox()
-        self.steering.begin("")  # steers sent before the turn opens wait for its first step
+        self.steering = Steering(self.log)
+        self.steering.begin_turn("")  # steers sent before the turn opens wait for its first step
 
     @workflow.run
     async def run(self, turn: TurnInput) -> dict[str, Any]:
+        result = await self._turn(turn)
+        while (note := self.steering.next_message(result["turn_exit_reason"])) is not None:
+            task_id = _workflow_id("task")
+            self.steering.started(note, task_id)
+            queued = dataclasses.replace(
+                turn,
+                user_message=note.text,
+                session_ref=result["session_id"],
+                system_message=None,
+                task_id=task_id,
+            )
+            result = await self._turn(queued)
+        await self._keep_unrun(result["session_id"])
+        return result
+
+    async def _keep_unrun(self, session_id: str) -> None:
+        """Messages still queued when the turns stop (an interrupt, a failure) are kept with
+        the session in the store: they run when the session next runs, as the engine's do."""
+        self.steering.end_turn()  # steers a turn that never started did not deliver
+        left = self.steering.inbox.clear()
+        if not left or not session_id:
+            return
+        await workflow.execute_local_activity(
+            "keep_queued",
+            KeepQueued(session_id, [note.to_state() for note in left]),
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=INFRA_RETRY,
+        )
+        self.log(
+            Notice(
+                "info",
+                f"{len(left)} queued message(s) did not run: they are kept with the session "
+                "and run when it next runs",
+            )
+        )
+
+    async def _turn(self, turn: TurnInput) -> dict[str, Any]:
         started = workflow.now()
         setup: TurnSetup = await workflow.execute_local_activity(  # local: no queue round trip
             "open_turn",
@@ -114,8 +155,8 @@ class TurnWorkflow:
             self.log,
         )
         runtime = self._runtime(setup, config, scope)
-        runtime.steering = self.steering
-        self.steering.begin(setup.task_id)
+        runtime.steering = self.steering.inbox
+        self.steering.begin_turn(setup.task_id)
         runtime.context_engine = durable_engine(config, runtime, scope)
         opened_as, active = session.id, runtime.caller.chain.active  # what the span names
         metering = ACTIVE_METER.set(session_meter)
@@ -127,14 +168,7 @@ class TurnWorkflow:
             ) from exc
         finally:
             ACTIVE_METER.reset(metering)
-        for late in self.steering.end():
-            self.log(
-                Notice(
-                    "warning",
-                    f"a steer came after the turn's last model call and "
-                    f"was not delivered; send it as the next turn: {late.text}",
-                )
-            )
+        self.steering.end_turn()  # a steer after the last model call becomes a queued message
         finish = FinishInput(
             session.id, dict(state.usage.to_dict()), state.model, state.provider, state.api_mode,
             unsaved=session.take(), writer=setup.writer,
@@ -189,8 +223,12 @@ class TurnWorkflow:
         """A note for the turn's next model call, after the current tool results. A signal
         is in the workflow's history, so a worker that dies with a steer pending is replaced
         and the note is delivered once."""
-        note, _ = self.steering.steer(text, note_id=f"msg_{workflow.uuid4().hex[:12]}")
-        self.log(SteerAccepted(note.id, text, self.steering.running_turn or ""))
+        self.steering.steer(text, None, note_id=_workflow_id("msg"))
+
+    @workflow.signal
+    def queue(self, text: str) -> None:
+        """A message to run as a turn of its own when this one ends (`MessageQueued`)."""
+        self.steering.queue(text, note_id=_workflow_id("msg"))
 
     @workflow.signal
     def stream(self, events: list[dict[str, Any]]) -> None:
@@ -226,6 +264,11 @@ def _session_meter(settings: dict[str, Any], spent: dict[str, Any] | None) -> Sp
         session_tokens=None if tokens is None else int(tokens),
     )
     return SpendMeter(limits, Usage.from_dict(spent) if spent else None)
+
+
+def _workflow_id(prefix: str) -> str:
+    """An id from the workflow's seeded randomness: the same on every replay."""
+    return f"{prefix}_{workflow.uuid4().hex[:12]}"
 
 
 def _workflow_random() -> float:

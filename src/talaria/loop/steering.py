@@ -117,9 +117,12 @@ class SteeringInbox:
             self._queue.extend(late)
         return late
 
-    def queue(self, text: str, *, first: bool = False) -> tuple[UserNote, int]:
-        """Queue a message for the next turn; (note, its position from 1)."""
-        note = UserNote(new_note_id(), text)
+    def queue(
+        self, text: str, *, first: bool = False, note_id: str | None = None
+    ) -> tuple[UserNote, int]:
+        """Queue a message for the next turn; (note, its position from 1). `note_id` as for
+        `steer`."""
+        note = UserNote(note_id or new_note_id(), text)
         with self._lock:
             if first:
                 self._queue.insert(0, note)
@@ -208,16 +211,16 @@ class Steering:
             return []
         return [note for note in map(UserNote.from_state, raw or []) if note is not None]
 
-    def steer(self, text: str, turn_id: str | None) -> str:
-        note, accepted = self.inbox.steer(text, turn_id)
+    def steer(self, text: str, turn_id: str | None, *, note_id: str | None = None) -> str:
+        note, accepted = self.inbox.steer(text, turn_id, note_id=note_id)
         if accepted:
             self._emit(SteerAccepted(note.id, text, self.inbox.running_turn or ""))
         else:
             self._queued(note, self._position(note))
         return note.id
 
-    def queue(self, text: str, *, first: bool = False) -> str:
-        note, position = self.inbox.queue(text, first=first)
+    def queue(self, text: str, *, first: bool = False, note_id: str | None = None) -> str:
+        note, position = self.inbox.queue(text, first=first, note_id=note_id)
         self._queued(note, position)
         return note.id
 
