@@ -20,6 +20,18 @@ from talaria.testing.server import ScriptedProvider
 KEY = "test-server-key-0123456789"
 
 
+def unattended_workspace(tmp_path: Path) -> tuple[Path, Path]:
+    """(home, work): a home whose commands run without approval, and the folder the server
+    works in (its checkpoints cover it)."""
+    home, work = tmp_path / "talaria", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.yaml").write_text(
+        "context:\n  engine: none\nmemory:\n  enabled: false\napprovals:\n  mode: 'off'\n"
+    )
+    return home, work
+
+
 @dataclass
 class ServeProcess:
     """`talaria serve --port 0` against a scripted provider; `url` once it listens.

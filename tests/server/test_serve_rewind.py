@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server_helpers import ServeProcess, read_events
+from server_helpers import ServeProcess, read_events, unattended_workspace
 from talaria.testing import ScriptedProvider, call, text
 
 
@@ -27,12 +27,7 @@ def _turn(http: httpx.Client, body: dict[str, str]) -> str:
 
 
 def test_diff_checkpoints_and_rewind_end_to_end(provider: ScriptedProvider, tmp_path: Path) -> None:
-    home, work = tmp_path / "talaria", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    (home / "config.yaml").write_text(
-        "context:\n  engine: none\nmemory:\n  enabled: false\napprovals:\n  mode: 'off'\n"
-    )
+    home, work = unattended_workspace(tmp_path)
     (work / "a b.txt").write_text("one\n")
     provider.add(call("terminal", {"command": "echo two > 'a b.txt' && echo new > ñ.txt"}))
     provider.add(text("edited"))

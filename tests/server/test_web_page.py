@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from browser_support import chromium
-from server_helpers import ServeProcess
+from server_helpers import ServeProcess, unattended_workspace
 from talaria.testing import ScriptedProvider, call, text
 
 ARTIFACTS = Path(
@@ -222,3 +222,59 @@ def test_typing_during_a_turn_steers_or_queues(browser: Any, tmp_path: Path) -> 
         assert users == ["clean up the old build", "mention the docs", "then summarise"]
         assert page.locator("[data-queued]").count() == 0, "the queued note became the message"
     assert "mention the docs" in str(provider.requests[1].body)
+
+
+def test_the_changes_panel_shows_diffs_and_rewinds_a_turn_with_its_report(
+    browser: Any, tmp_path: Path
+) -> None:
+    home, work = unattended_workspace(tmp_path)
+    (work / "notes.txt").write_text("one\n")
+    (work / "yours.txt").write_text("before\n")
+    steps = [
+        call("terminal", {"command": "echo two > notes.txt && echo agent > yours.txt"}),
+        text("Edited."),
+        call("terminal", {"command": "echo three >> notes.txt && echo new > 'new file.txt'"}),
+        text("Added."),
+    ]
+    with ScriptedProvider(steps) as provider, ServeProcess(provider, home, cwd=work) as serve:
+        page = _open(browser, serve)
+        _send(page, "edit the notes")
+        _wait_text(page, ".msg.assistant", "Edited.")
+        page.wait_for_function("() => document.getElementById('send').textContent === 'Send'")
+        (work / "yours.txt").write_text("my own edit\n")  # by hand, between the turns
+        _send(page, "add a line")
+        _wait_text(page, ".msg.assistant", "Added.")
+        page.wait_for_function("() => document.getElementById('send').textContent === 'Send'")
+
+        page.locator("#changes-button").click()
+        turns = page.locator("#changes .turn")
+        turns.nth(1).wait_for(timeout=WAIT_MS)
+        assert (
+            "notes.txt" in turns.nth(1).inner_text() and "new file.txt" in turns.nth(1).inner_text()
+        )
+        _wait_text(page, "#changes .diff", "+three")
+        whole = page.locator("#changes .diff").inner_text()
+        assert "-one" in whole and "yours.txt" in whole, "the whole session"
+        _shot(page, "web-changes.png")
+
+        turns.nth(1).get_by_role("button", name="Diff since").click()
+        _wait_text(page, "#changes .diff-title", "since turn 2")
+        since = page.locator("#changes .diff").inner_text()
+        assert "+three" in since and "-one" not in since and "yours.txt" not in since
+
+        turns.nth(0).get_by_role("button", name="Rewind…").click()
+        turns.nth(0).get_by_role("button", name="Both").click()
+        _wait_text(page, "#changes .report", "Rewound to before turn 1")
+        report = page.locator("#changes .report").inner_text()
+        assert "2 file(s) restored" in report and "new file.txt" in report
+        assert "kept as you left them" in report and "yours.txt" in report
+        assert page.locator(".msg.user").count() == 0, "the conversation is from before turn 1"
+        _shot(page, "web-rewind-report.png")
+        assert (work / "notes.txt").read_text() == "one\n"
+        assert not (work / "new file.txt").exists()
+        assert (work / "yours.txt").read_text() == "my own edit\n", "the user's edit stays"
+
+        page.locator("#changes .report").get_by_role("button", name="Undo").click()
+        _wait_text(page, "#changes .report", "Rewound to before turn 3")
+    assert (work / "notes.txt").read_text() == "two\nthree\n"
+    assert (work / "new file.txt").read_text() == "new\n"

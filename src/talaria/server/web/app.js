@@ -189,6 +189,8 @@
   // The open session is kept in the address (#session=<id>), so a reload comes back to it.
   function choose(id) {
     state.session = id;
+    $("changes-button").hidden = !id;
+    if (!id) $("changes").hidden = true;
     history.replaceState(null, "", id ? "#session=" + encodeURIComponent(id) : window.location.pathname);
   }
   function sessionInAddress() {
@@ -239,6 +241,111 @@
     try { await api("POST", "/v1/runs/" + state.run + "/" + kind + "/" + requestId, body); }
     catch (error) { note("could not answer: " + error.message); }
   }
+
+  // Checkpoints: the session's turns with the files each changed, a Rewind button per turn
+  // (files, conversation or both; the report says what was restored, what the user's own
+  // edits kept and what was left alone, and offers the undo), and what the agent changed as a
+  // diff, for the whole session or since a turn.
+  function sessionPath(rest) { return "/v1/sessions/" + encodeURIComponent(state.session) + rest; }
+  function button(parent, label, className, onclick) {
+    const b = document.createElement("button");
+    b.type = "button"; b.textContent = label; b.className = className; b.onclick = onclick;
+    parent.appendChild(b);
+    return b;
+  }
+  function changesPart(name) { return $("changes").querySelector("." + name); }
+
+  async function showChanges() {
+    $("changes").hidden = false;
+    const list = changesPart("turns");
+    list.textContent = "loading…";
+    try {
+      const turns = (await api("GET", sessionPath("/checkpoints"))).data;
+      list.innerHTML = "";
+      if (!turns.length) list.textContent = "No checkpoints yet: the agent has changed nothing.";
+      turns.forEach(function (t) { list.appendChild(turnRow(t)); });
+      await showDiff(null);
+    } catch (error) { list.textContent = "checkpoints unavailable: " + error.message; }
+  }
+
+  function turnRow(t) {
+    const row = document.createElement("div");
+    row.className = "turn" + (t.dropped ? " dropped" : "");
+    row.dataset.turn = t.id;
+    row.innerHTML = '<div class="what"></div><div class="files"></div><div class="actions"></div>';
+    row.querySelector(".what").textContent = (t.kind === "turn" ? "Turn " + t.id : "#" + t.id) +
+      " · " + t.label + (t.dropped ? " (rewound)" : "");
+    row.querySelector(".files").textContent = t.changed.length ? t.changed.join(", ") : "no files changed";
+    turnActions(row, t);
+    return row;
+  }
+  function turnActions(row, t) {
+    const actions = row.querySelector(".actions");
+    actions.innerHTML = "";
+    button(actions, "Diff since", "diff-since", function () { showDiff(t.id); });
+    button(actions, "Rewind…", "rewind", function () {
+      actions.innerHTML = "";
+      [["files", "Files"], ["conversation", "Conversation"], ["both", "Both"]].forEach(function (pair) {
+        button(actions, pair[1], "rewind-" + pair[0], function () { rewind(t.id, pair[0]); });
+      });
+      button(actions, "Cancel", "cancel-rewind", function () { turnActions(row, t); });
+    });
+  }
+
+  async function rewind(turn, what) {
+    const body = { turn: turn, files: what !== "conversation", conversation: what !== "files" };
+    try {
+      const report = await api("POST", sessionPath("/rewind"), body);
+      if (report.conversation) await openSession(state.session);  // the conversation as it is now
+      await showChanges();
+      showReport(report);
+    } catch (error) { changesPart("report").textContent = "not rewound: " + error.message; }
+  }
+
+  function showReport(r) {
+    const box = changesPart("report");
+    box.innerHTML = "";
+    const line = function (text, className) {
+      const div = document.createElement("div");
+      div.className = className || ""; div.textContent = text; box.appendChild(div);
+    };
+    line("Rewound to before turn " + r.turn + ".", "done");
+    if (r.conversation) line("The conversation continues from before turn " + r.turn + ".");
+    const groups = [
+      ["restored", r.restored, "file(s) restored"],
+      ["kept", r.kept, "file(s) you edited since: kept as you left them"],
+      ["left-alone", r.left_alone, "file(s) left alone (over the size cap, ignored, or outside the workspace now)"],
+    ];
+    groups.forEach(function (g) {
+      if (g[0] !== "restored" && !g[1].length) return;
+      line(g[1].length + " " + g[2] + (g[1].length ? ":" : ""), "group " + g[0]);
+      g[1].forEach(function (path) { line(path, "path " + g[0]); });
+    });
+    if (r.undo != null && r.restored.length) {
+      button(box, "Undo (put the files back)", "undo", function () { rewind(r.undo, "files"); });
+    }
+  }
+
+  async function showDiff(since) {
+    const pre = changesPart("diff");
+    const data = await api("GET", sessionPath("/diff" + (since == null ? "" : "?since=" + since)));
+    changesPart("diff-title").textContent = since == null ? "What the agent changed in this session" : "What the agent changed since turn " + since;
+    pre.innerHTML = "";
+    if (!data.diff) { pre.textContent = "No changes."; return; }
+    data.diff.split("\n").forEach(function (text) {
+      const span = document.createElement("span");
+      span.className = /^(\+\+\+|---|diff )/.test(text) ? "file" : text[0] === "+" ? "add" :
+        text[0] === "-" ? "del" : text.startsWith("@@") ? "hunk" : "";
+      span.textContent = text + "\n";
+      pre.appendChild(span);
+    });
+  }
+
+  $("changes-button").onclick = function () {
+    if ($("changes").hidden) showChanges(); else $("changes").hidden = true;
+  };
+  changesPart("close").onclick = function () { $("changes").hidden = true; };
+  changesPart("whole").onclick = function () { showDiff(null).catch(function (e) { note(e.message); }); };
 
   const handlers = {
     "message.delta": function (d) {
