@@ -35,6 +35,8 @@ class ChatUI:
     stream: bool = True
     edit_interval: float = 1.0
     clock: Callable[[], float] = time.monotonic
+    shown: dict[str, tuple[str, tuple[Button, ...]]] = field(default_factory=dict)
+    """What each live message shows now (an edit to the same is not sent)."""
 
     @property
     def can_edit(self) -> bool:
@@ -44,7 +46,9 @@ class ChatUI:
         for _ in range(UI_ATTEMPTS):
             try:
                 key = f"ui-{uuid.uuid4().hex}"
-                return await self.platform.send(self.chat, text, key=key, buttons=buttons)
+                sent = await self.platform.send(self.chat, text, key=key, buttons=buttons)
+                self.shown[sent] = (text, tuple(buttons))
+                return sent
             except RateLimited as refused:
                 await asyncio.sleep(min(refused.retry_after, 30.0))
             except Exception as exc:
@@ -53,8 +57,11 @@ class ChatUI:
         return None
 
     async def edit(self, message_id: str, text: str, buttons: Sequence[Button] = ()) -> None:
+        if self.shown.get(message_id) == (text, tuple(buttons)):
+            return
         try:
             await self.platform.edit(self.chat, message_id, text, buttons=buttons)
+            self.shown[message_id] = (text, tuple(buttons))
         except Exception as exc:  # a missed preview edit is overtaken by the next one
             log.info("%s: edit of %s skipped: %s", self.chat.platform, message_id, exc)
 

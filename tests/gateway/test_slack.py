@@ -1,0 +1,153 @@
+"""The gateway on Slack: slack_sdk in Socket Mode against a local Slack (tests/slack_fake.py)
+that speaks the Web API and Socket Mode wire formats, the model scripted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway_support import Harness, running_gateway
+from helpers import FOREVER
+from slack_fake import FakeSlack
+from talaria.gateway.slack import SlackPlatform
+from talaria.testing import ScriptedProvider, call, calls, text
+
+ALICE, MALLORY = "U1", "U666"
+
+
+@asynccontextmanager
+async def slack_gateway(
+    server: ScriptedProvider, home: Path, api: FakeSlack, **kwargs: Any
+) -> AsyncIterator[Harness]:
+    settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": api.base_url}
+    platform = SlackPlatform("slack", settings)
+    chosen = {"allow_users": [ALICE], **kwargs.pop("settings", {})}
+    async with running_gateway(server, home, platform=platform, settings=chosen, **kwargs) as gw:
+        yield gw
+
+
+async def test_a_message_gets_one_answer_in_its_thread_and_is_acknowledged(
+    tmp_path: Path,
+) -> None:
+    server = ScriptedProvider([text("Hello from Slack, streamed into one message.")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api):
+            envelope = api.user_says("hi", thread_ts="1700000000.000001")
+            await api.until(lambda: api.find("streamed into one message."))
+            await api.until(lambda: envelope["envelope_id"] in api.acked)
+    (answer,) = api.messages
+    assert answer.text == "Hello from Slack, streamed into one message." and answer.edits
+    assert answer.thread_ts == "1700000000.000001"
+
+
+async def test_a_tool_turn_updates_one_progress_message(tmp_path: Path) -> None:
+    server = ScriptedProvider([calls(("add", {"a": 40, "b": 2})), text("Forty-two.")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api):
+            api.user_says("add")
+            await api.until(lambda: "Forty-two." in api.texts())
+    progress, answer = api.messages
+    assert progress.text == "✓ add → 42" and progress.edits == ["… add"]
+    assert answer.text == "Forty-two."
+
+
+async def test_an_approval_is_answered_with_a_block_kit_button(tmp_path: Path) -> None:
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    server = ScriptedProvider([calls(("terminal", {"command": f"rm -rf {doomed}"})), text("Gone.")])
+    agent = {"toolsets": ["terminal"], "tools": []}
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api, agent=agent):
+            api.user_says("remove it")
+            question = await api.until(lambda: api.find("Request 1"))
+            values = [b["value"] for b in question.buttons]
+            assert values == ["1:once", "1:session", "1:deny"]
+            api.press(question, "1:once", user=MALLORY)  # not theirs to answer
+            api.press(question, "1:once")
+            await api.until(lambda: api.find("Gone."))
+    assert not doomed.exists()
+    assert question.buttons == [] and "Answered: once" in question.text
+
+
+async def test_a_stranger_gets_nothing_and_reaches_no_model(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("for alice")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api, settings={"pairing": False}) as gw:
+            api.user_says("<@UBOT> hi", user=MALLORY, channel="C1", channel_type="channel")
+            api.user_says("hello", user=MALLORY, channel="D9")
+            api.user_says("chatting, not to the bot", channel="C1", channel_type="channel")
+            api.user_says("<@UBOT> hi", channel="C1", channel_type="channel")
+            await api.until(lambda: api.find("for alice"))
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("slack"))
+    assert api.texts() == ["for alice"] and api.messages[0].channel == "C1"
+    assert len(server.requests) == 1
+    assert server.requests[0].body["messages"][-1]["content"] == "hi"
+
+
+async def test_stop_ends_the_running_turn(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("never shown", delay=FOREVER)])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api):
+            api.user_says("think hard")
+            await api.until(lambda: server.requests)
+            api.user_says("/stop")
+            await api.until(lambda: api.find("Stopped."))
+    assert "never shown" not in " ".join(api.texts())
+
+
+@pytest.mark.parametrize(
+    ("mode", "ack", "answers"),
+    [("queue", "Queued", ["one", "two"]), ("interrupt", "Stopping", ["two"])],
+)
+async def test_a_busy_room_queues_or_interrupts(
+    tmp_path: Path, mode: str, ack: str, answers: list[str]
+) -> None:
+    first = text("one", delay=FOREVER if mode == "interrupt" else 1)
+    server = ScriptedProvider([first, text("two")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api, settings={"busy": mode}):
+            api.user_says("first")
+            await api.until(lambda: server.requests)
+            api.user_says("second")
+            await api.until(lambda: api.find(answers[-1]) and api.find(ack))
+            await asyncio.sleep(0.2)
+    assert [t for t in api.texts() if t in ("one", "two")] == answers
+
+
+async def test_a_busy_room_steers(tmp_path: Path) -> None:
+    server = ScriptedProvider([call("add", {"a": 1, "b": 1}, delay=0.5), text("steered")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api, settings={"busy": "steer"}):
+            api.user_says("first")
+            await api.until(lambda: server.requests)
+            api.user_says("mind the docs")
+            await api.until(lambda: api.find("steered"))
+    assert "mind the docs" in json.dumps(server.requests[1].body["messages"])
+
+
+async def test_a_retried_event_gets_one_reply(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("just once"), text("a second reply")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api):
+            envelope = api.user_says("hi")
+            await api.until(lambda: api.find("just once"))
+            api.redeliver(envelope)
+            api.user_says("/help")
+            await api.until(lambda: api.find("Commands:"))
+    assert api.texts().count("just once") == 1 and len(server.requests) == 1
+
+
+async def test_a_429_delays_the_answer_then_delivers_it(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("after the flood")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api, settings={"stream": False}) as gw:
+            api.flood = [3]
+            api.user_says("hi")
+            await api.until(lambda: api.find("after the flood"))
+    assert api.refused == 1 and gw.waits == [3.0] and api.texts() == ["after the flood"]

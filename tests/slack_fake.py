@@ -1,0 +1,216 @@
+"""A local Slack for the gateway's tests: the Web API methods the adapter calls
+(`auth.test`, `apps.connections.open`, `chat.postMessage`, `chat.update`, with Slack's
+`{"ok": ...}` bodies and HTTP 429 + `Retry-After`), and a Socket Mode WebSocket that sends
+event envelopes and takes the acknowledgements. Every envelope passes slack_sdk's own
+`SocketModeRequest.from_dict`, and every block the bot sends its `Block.parse_all`."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from aiohttp import WSMsgType, web
+from slack_sdk.models.blocks import Block
+from slack_sdk.socket_mode.request import SocketModeRequest
+
+BOT_USER = "UBOT"
+WAIT_S = 60.0
+
+
+@dataclass
+class SlackMessage:
+    channel: str
+    ts: str
+    text: str
+    thread_ts: str | None = None
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    edits: list[str] = field(default_factory=list)
+
+    @property
+    def buttons(self) -> list[dict[str, Any]]:
+        return [e for b in self.blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.messages: list[SlackMessage] = []
+        self.acked: list[str] = []
+        self.flood: list[int] = []
+        self.refused = 0
+        self._unsent: list[dict[str, Any]] = []
+        self._socket: web.WebSocketResponse | None = None
+        self._ts = itertools.count(1)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def __enter__(self) -> FakeSlack:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/link", self._link)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    # ---- what users do ---------------------------------------------------------------------
+
+    def user_says(
+        self,
+        text: str,
+        *,
+        user: str = "U1",
+        channel: str = "D1",
+        channel_type: str = "im",
+        thread_ts: str | None = None,
+    ) -> dict[str, Any]:
+        event = {"type": "message", "channel": channel, "user": user, "text": text,
+                 "ts": self._next_ts(), "channel_type": channel_type}  # fmt: skip
+        if thread_ts:
+            event["thread_ts"] = thread_ts
+        payload = {"token": "t", "team_id": "T1", "api_app_id": "A1", "event": event,
+                   "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:8]}",
+                   "event_time": int(time.time())}  # fmt: skip
+        return self._envelope("events_api", payload)
+
+    def press(self, message: SlackMessage, value: str, *, user: str = "U1") -> dict[str, Any]:
+        payload = {
+            "type": "block_actions", "user": {"id": user}, "trigger_id": "tr1",
+            "channel": {"id": message.channel},
+            "message": {"ts": message.ts, "text": message.text},
+            "actions": [{"type": "button", "action_id": "talaria-0", "value": value}],
+        }  # fmt: skip
+        return self._envelope("interactive", payload)
+
+    def redeliver(self, envelope: dict[str, Any]) -> None:
+        """Slack sends the event again (a retry) in a new envelope."""
+        again = {**envelope, "envelope_id": uuid.uuid4().hex, "retry_attempt": 1,
+                 "retry_reason": "timeout"}  # fmt: skip
+        self._push(again)
+
+    def _envelope(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        envelope = {"envelope_id": uuid.uuid4().hex, "type": kind, "payload": payload,
+                    "accepts_response_payload": False, "retry_attempt": 0}  # fmt: skip
+        assert SocketModeRequest.from_dict(envelope) is not None  # as slack_sdk reads it
+        self._push(envelope)
+        return envelope
+
+    def _push(self, envelope: dict[str, Any]) -> None:
+        async def push() -> None:
+            self._unsent.append(envelope)
+            await self._flush()
+
+        asyncio.run_coroutine_threadsafe(push(), self._loop).result(30)
+
+    async def _flush(self) -> None:
+        while self._socket is not None and self._unsent:
+            await self._socket.send_str(json.dumps(self._unsent.pop(0)))
+
+    def _next_ts(self) -> str:
+        return f"{int(time.time())}.{next(self._ts):06d}"
+
+    # ---- what the test checks --------------------------------------------------------------
+
+    def texts(self) -> list[str]:
+        return [m.text for m in self.messages]
+
+    def find(self, text: str) -> SlackMessage | None:
+        return next((m for m in self.messages if text in m.text and "▌" not in m.text), None)
+
+    async def until(self, check: Any, timeout: float = WAIT_S) -> Any:
+        deadline = time.monotonic() + timeout
+        while not (found := check()):
+            assert time.monotonic() < deadline, f"timed out; the bot sent {self.texts()}"
+            await asyncio.sleep(0.02)
+        return found
+
+    # ---- the Web API and Socket Mode -------------------------------------------------------
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        await socket.send_str(json.dumps({"type": "hello", "num_connections": 1,
+                                          "connection_info": {"app_id": "A1"}}))  # fmt: skip
+        self._socket = socket
+        await self._flush()
+        async for message in socket:
+            if message.type == WSMsgType.TEXT:
+                data = json.loads(message.data)
+                if "envelope_id" in data:
+                    self.acked.append(data["envelope_id"])
+        if self._socket is socket:
+            self._socket = None
+        return socket
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        raw = await request.read()
+        if "json" in (request.content_type or ""):
+            params = json.loads(raw or b"{}")
+        else:
+            params = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        return await handler(params)
+
+    async def _auth_test(self, params: dict[str, Any]) -> web.Response:
+        return web.json_response({"ok": True, "user_id": BOT_USER, "user": "talaria",
+                                  "team_id": "T1", "bot_id": "B1"})  # fmt: skip
+
+    async def _apps_connections_open(self, params: dict[str, Any]) -> web.Response:
+        return web.json_response({"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"})
+
+    async def _chat_postMessage(self, params: dict[str, Any]) -> web.Response:
+        if self.flood:
+            self.refused += 1
+            wait = self.flood.pop(0)
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
+                                     headers={"Retry-After": str(wait)})  # fmt: skip
+        message = SlackMessage(params["channel"], self._next_ts(), params["text"],
+                               params.get("thread_ts"), _blocks(params))  # fmt: skip
+        self.messages.append(message)
+        return web.json_response({"ok": True, "channel": message.channel, "ts": message.ts,
+                                  "message": {"type": "message", "text": message.text,
+                                              "user": BOT_USER, "bot_id": "B1",
+                                              "ts": message.ts}})  # fmt: skip
+
+    async def _chat_update(self, params: dict[str, Any]) -> web.Response:
+        found = next((m for m in self.messages if m.ts == params["ts"]), None)
+        if found is None or found.channel != params["channel"]:
+            return web.json_response({"ok": False, "error": "message_not_found"})
+        found.edits.append(found.text)
+        found.text, found.blocks = params["text"], _blocks(params)
+        return web.json_response({"ok": True, "channel": found.channel, "ts": found.ts,
+                                  "text": found.text})  # fmt: skip
+
+
+def _blocks(params: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = params.get("blocks") or []
+    blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+    assert all(Block.parse(b) is not None for b in blocks)  # as slack_sdk reads them
+    return list(blocks)
