@@ -203,10 +203,10 @@ class AcpSession:
 
     def _expand_skill(self, text: str) -> str:
         """`/<skill-name> [request]` as the skill's instructions and the request."""
-        from talaria.skills.invoke import expand_invocation
+        from talaria.skills.invoke import with_skill
 
         try:
-            return expand_invocation(text, self.agent.skills) or text
+            return with_skill(text, self.agent.skills)
         except ValueError as exc:
             raise invalid(str(exc)) from None
 

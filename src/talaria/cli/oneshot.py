@@ -79,6 +79,7 @@ def _run(
 ) -> int:
     from talaria.config import ConfigError
     from talaria.providers.errors import ProviderError
+    from talaria.skills.invoke import with_skill
     from talaria.store.base import AmbiguousSession, SessionNotFound, StoreError
 
     output = Output(args.output_format)
@@ -90,7 +91,7 @@ def _run(
             args,
             output,
             holder,
-            lambda agent: output.follow(agent.events(_with_skill(agent, prompt))),
+            lambda agent: output.follow(agent.events(with_skill(prompt, agent.skills))),
         )
         assert result is not None
     except (ConfigError, ProviderError, SessionNotFound, AmbiguousSession, ValueError) as exc:
@@ -163,13 +164,6 @@ def _ask(
         except StoreError as exc:  # the turn is stored; only the resume defaults are not
             log.warning("session %s: setup not recorded: %s", result["session_id"], exc)
     return result
-
-
-def _with_skill(agent: Agent, prompt: str) -> str:
-    """`talaria -p "/<skill-name> request"`: the skill's instructions and the request."""
-    from talaria.skills.invoke import expand_invocation
-
-    return expand_invocation(prompt, agent.skills) or prompt
 
 
 def stopped_line(name: str, result: Mapping[str, Any], unsaved: int) -> str:

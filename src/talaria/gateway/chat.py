@@ -19,6 +19,7 @@ from talaria.gateway.settings import BUSY_MODES, PlatformSettings, RoomSettings
 from talaria.gateway.view import ChatUI, TurnView
 from talaria.loop.session import new_session_id
 from talaria.offload import run_blocking
+from talaria.skills.invoke import with_skill
 from talaria.store.base import SessionStore
 from talaria.store.ledger import DeliveryLedger, OutboundPart
 from talaria.store.schema import USAGE_BUCKETS
@@ -218,7 +219,7 @@ class ChatSession:
         typing = asyncio.create_task(self._keep_typing())
         try:
             agent = await self._agent()
-            text = await run_blocking(_with_skill, agent, text)
+            text = await run_blocking(with_skill, text, agent.skills)
             stream = agent.events(
                 text, system_message=self.room.prompt or self.settings.prompt,
                 answers=("approval", "clarify"),
@@ -437,17 +438,6 @@ class ChatSession:
         if self.worker is not None:
             self.worker.cancel()
         await self._drop_agent()
-
-
-def _with_skill(agent: Agent, text: str) -> str:
-    """`/<skill-name> request` (not a gateway command) as the skill's instructions and the
-    request (docs/skills.md); any other text as it is."""
-    from talaria.skills.invoke import expand_invocation
-
-    try:
-        return expand_invocation(text, agent.skills) or text
-    except ValueError:
-        return text
 
 
 COMMANDS = {

@@ -33,7 +33,7 @@ async def create_run(request: Request) -> Response:
     when_busy = field_of(body, "when_busy", str, default="reject")
     if when_busy not in WHEN_BUSY:
         raise ApiError(422, f"'when_busy' must be one of {', '.join(WHEN_BUSY)}")
-    turn = TurnRequest(text=text, session_id=session_id or None, when_busy=when_busy)
+    turn = TurnRequest(text=text, session_id=session_id or None, when_busy=when_busy, skills=True)
     run = await hub_of(request).start_turn(turn)
     return JSONResponse(_run_view(run), status_code=202)
 

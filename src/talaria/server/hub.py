@@ -24,6 +24,7 @@ from talaria.offload import run_blocking
 from talaria.server.errors import ApiError
 from talaria.server.runs import Run, terminal_event
 from talaria.server.settings import ServerSettings
+from talaria.skills.invoke import with_skill
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -71,6 +72,8 @@ class TurnRequest:
     history: list[dict[str, Any]] | None = None
     """Seeds a new session (the OpenAI endpoints' earlier messages)."""
     system: str | None = None
+    skills: bool = False
+    """`/<skill-name> request` runs that skill (the runs API and its web page)."""
 
 
 SHUTDOWN_GRACE = 0.5
@@ -118,8 +121,11 @@ class SessionHub:
             # Assembling a new agent (SDK client, tools, plugins) is ~100 ms of CPU: do it off
             # the loop so other sessions' streams keep flowing meanwhile.
             await run_blocking(live.agent.warm_up)
+            text = request.text
+            if request.skills:
+                text = await run_blocking(with_skill, text, live.agent.skills)
             turn = await live.agent.arun_conversation(
-                request.text,
+                text,
                 system_message=request.system,
                 conversation_history=request.history,
             )

@@ -161,7 +161,11 @@ _RUN_BODY = {
     "type": "object",
     "required": ["input"],
     "properties": {
-        "input": {"type": "string", "minLength": 1},
+        "input": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the message; `/<skill-name> request` runs that skill",
+        },
         "session_id": {"type": "string", "description": "continue this session (else a new one)"},
         "when_busy": {
             "enum": ["reject", "queue", "steer", "interrupt"],

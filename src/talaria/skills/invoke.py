@@ -28,6 +28,11 @@ def invocation_message(skill: Skill, request: str) -> str:
     return "\n".join(lines)
 
 
+def with_skill(text: str, skills: Callable[[], Sequence[Skill]]) -> str:
+    """`text`, or the skill's instructions and the request when it is `/<skill-name> ...`."""
+    return expand_invocation(text, skills) or text
+
+
 def expand_invocation(text: str, skills: Callable[[], Sequence[Skill]]) -> str | None:
     """The user message for `text` when it is `/<skill-name> ...` and `skills()` (looked at
     only then) has that skill; None otherwise."""
