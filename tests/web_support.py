@@ -1,5 +1,6 @@
-"""A loopback web site for the web tools' tests: an article page, a PDF, redirect chains, a
-page that redirects to a private address, and a SearXNG stand-in (`/search?format=json`).
+"""A loopback web site for the web and browser tools' tests: an article page, a PDF, redirect
+chains, a page that redirects to a private address, a SearXNG stand-in (`/search?format=json`),
+a form, a page that reaches for private addresses from script, a noisy console, a download.
 It records every request (path and Host header), so a test can see what reached it."""
 
 from __future__ import annotations
@@ -26,6 +27,27 @@ them. The range of a spring tide can be twice that of a neap tide in the same po
 </body></html>""".replace(
     "{menu}", "".join(f'<li><a href="/menu{i}">Menu item {i}</a></li>' for i in range(20))
 )
+
+FORM = """<!doctype html><html><head><title>Harbour office</title></head><body>
+<h1>Book a mooring</h1>
+<form action="/greet" method="get">
+<label>Boat name <input name="boat"></label>
+<label><input type="checkbox" name="long"> Longer than 12 m</label>
+<button type="submit">Book</button></form>
+<a href="/article" target="_blank">Tide tables (new tab)</a>
+<a href="/tides.csv">Download the tide table</a>
+</body></html>"""
+
+EXFIL = """<!doctype html><html><head><title>Innocent page</title></head><body>
+<p>Nothing to see.</p><img src="http://10.0.0.1/pixel.png">
+<script>
+fetch("http://169.254.169.254/latest/meta-data/").catch(() => {});
+fetch("http://127.0.0.1:{port}/secret").catch(() => {});
+</script></body></html>"""
+
+CONSOLE = """<!doctype html><html><head><title>Noisy</title></head><body><p>Noisy page</p>
+<script>console.error("the tide is late"); setTimeout(() => { throw new Error("no moon"); });
+</script></body></html>"""
 
 PDF_TEXT = "Harbour notice: the north channel is closed."
 
@@ -108,6 +130,24 @@ def _handler(site_ref: list[WebSite]) -> type[BaseHTTPRequestHandler]:
                 self._redirect("http://10.0.0.1/admin")
             elif path == "/to-metadata":
                 self._redirect("http://169.254.169.254/latest/meta-data/")
+            elif path == "/form":
+                self._send(200, "text/html; charset=utf-8", FORM.encode())
+            elif path == "/greet":
+                boat = parse_qs(parts.query).get("boat", ["?"])[0]
+                page = f"<title>Booked</title><p>Mooring booked for {boat}.</p>"
+                self._send(200, "text/html; charset=utf-8", page.encode())
+            elif path == "/exfil":
+                page = EXFIL.replace("{port}", str(site.port))
+                self._send(200, "text/html; charset=utf-8", page.encode())
+            elif path == "/console":
+                self._send(200, "text/html; charset=utf-8", CONSOLE.encode())
+            elif path == "/tides.csv":
+                self._send(
+                    200,
+                    "text/csv",
+                    b"time,height\n06:12,4.1\n",
+                    {"Content-Disposition": 'attachment; filename="tides.csv"'},
+                )
             elif path == "/missing":
                 self._send(404, "text/html", b"<p>not here</p>")
             elif path == "/no-json/search":  # a SearXNG whose settings leave out json
@@ -129,8 +169,12 @@ def _handler(site_ref: list[WebSite]) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
+        def _send(
+            self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

@@ -761,8 +761,10 @@ class Agent:
         if self._session is None:
             return
         from talaria.tools.builtin.processes import kill_session_processes
+        from talaria.tools.session_end import end_session
 
         kill_session_processes(self._session.id)
+        end_session(self._session.id)
         self.approvals.end_session()
         if self._store is not None:
             _quietly(

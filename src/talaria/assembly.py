@@ -75,6 +75,7 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         memory_enabled=memory is not None,
         can_delegate=spec.depth == 0,
         web_enabled=bool(config.web.enabled),
+        browser_enabled=bool(config.browser.enabled),
     )
     _load_plugins(agent)
     extra = [*spec.tools, *agent.hooks.tools]
@@ -122,8 +123,9 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         stop_hook="subagent_stop" if spec.depth > 0 else "stop",
     )
     from talaria.tools.builtin.processes import follow_session
+    from talaria.tools.session_end import follow
 
-    agent.sink.listeners += [services.follow, follow_session]  # SessionContinued
+    agent.sink.listeners += [services.follow, follow_session, follow]  # SessionContinued
     runtime.context_engine = _context_engine(spec, runtime)
     runtime.tool_source = _mcp_servers(spec)
     return runtime

@@ -39,11 +39,19 @@ REGISTERED = [tool.name for tool in builtin_tools()]
 
 def web_hints(site: WebSite) -> dict[str, dict[str, st.SearchStrategy[Any]]]:
     """URLs on the loopback `site` (or refused before any connection): a generated URL must
-    never reach another address."""
+    never reach another address; element refs that exist on its pages, or do not."""
     urls = [site.url(path, "localhost") for path in ("/article", "/notice.pdf", "/hop/2",
             "/to-private", "/missing", "/image.png")]  # fmt: skip
     bad = ["", "not a url", "ftp://localhost/file", "http://127.0.0.1:1/", "http://[::1]:1/"]
-    return {"web_fetch": {"url": st.sampled_from(urls + bad)}}
+    pages = [site.url(path, "localhost") for path in ("/form", "/console", "/to-metadata")]
+    refs = st.sampled_from(["e1", "e2", "e5", "", "nope"])
+    return {
+        "web_fetch": {"url": st.sampled_from(urls + bad)},
+        "browser_navigate": {"url": st.sampled_from(pages + bad)},
+        "browser_tabs": {"url": st.sampled_from([*pages, *bad, None])},
+        "browser_click": {"ref": refs},
+        "browser_type": {"ref": refs, "text": SAFE_TEXT},
+    }
 
 
 def web_config(site: WebSite) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """The built-in toolsets and which of them an agent gets.
 
 Toolset names are a public contract: terminal, file, clarify, todo, memory, session_search,
-delegation, web, skills. By default every toolset is on where it can work: `clarify` needs
-someone to answer, `memory` needs memory enabled, `delegation` is not offered to children.
-`web` reaches outside the machine, so it is on by default only with `web.enabled: true` (else
-by name).
+delegation, web, skills, browser. By default every toolset is on where it can work: `clarify`
+needs someone to answer, `memory` needs memory enabled, `delegation` is not offered to
+children. `web` reaches outside the machine, so it is on by default only with `web.enabled:
+true` (else by name); `browser` likewise with `browser.enabled: true`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ TOOLSETS: tuple[str, ...] = (
     "delegation",
     "web",
     "skills",
+    "browser",
 )
 
 
@@ -36,6 +37,7 @@ class Capabilities:
     memory_enabled: bool
     can_delegate: bool
     web_enabled: bool = False
+    browser_enabled: bool = False
 
 
 def builtin_tools(config: Any = None) -> list[Tool]:
@@ -46,14 +48,22 @@ def builtin_tools(config: Any = None) -> list[Tool]:
     from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
     from talaria.agent_tools.skills import SKILL_MANAGE_TOOL, SKILL_VIEW_TOOL
     from talaria.agent_tools.todo import TASK_LIST_TOOL
+    from talaria.tools.browser.settings import BrowserSettings
+    from talaria.tools.browser.tools import browser_tools
     from talaria.tools.builtin import builtin_tools as core_tools
     from talaria.tools.web.settings import WebSettings
     from talaria.tools.web.tools import web_tools
 
     agent_tools = [TASK_LIST_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
     skill_tools = [SKILL_VIEW_TOOL, SKILL_MANAGE_TOOL]
-    web = web_tools(WebSettings.from_config(config))
-    return [*core_tools(), *agent_tools, *web, *skill_tools]
+    web = WebSettings.from_config(config)
+    return [
+        *core_tools(),
+        *agent_tools,
+        *web_tools(web),
+        *skill_tools,
+        *browser_tools(web, BrowserSettings.from_config(config)),
+    ]
 
 
 def default_toolsets(caps: Capabilities) -> list[str]:
@@ -62,6 +72,7 @@ def default_toolsets(caps: Capabilities) -> list[str]:
         "memory": not caps.memory_enabled,
         "delegation": not caps.can_delegate,
         "web": not caps.web_enabled,
+        "browser": not caps.browser_enabled,
     }
     return [name for name in TOOLSETS if not excluded.get(name, False)]
 

@@ -57,7 +57,7 @@ def fetch_tool(settings: WebSettings, resolve: Resolver = system_resolve) -> Too
     made = tool(toolset="web", retry_safe=True)(web_fetch)
     made.parameters["properties"]["max_chars"]["minimum"] = 100
     if settings.ask_unknown:
-        made.assess = lambda arguments, cwd, home: _assess_domain(arguments, settings)
+        made.assess = lambda arguments, cwd, home: assess_domain(arguments, settings)
     return made
 
 
@@ -82,9 +82,14 @@ def _cut(text: str, max_chars: int) -> str:
     )
 
 
-def _assess_domain(arguments: dict[str, Any], settings: WebSettings) -> Any:
+def assess_domain(
+    arguments: dict[str, Any],
+    settings: WebSettings,
+    tool: str = "web_fetch",
+    verb: str = "fetch from",
+) -> Any:
     """A yes from the user for a domain outside `web.allow` (asked per domain; an "always"
-    answer remembers the domain)."""
+    answer remembers the domain), as `<tool> <host>`."""
     from talaria.policy.approval import Assessment
 
     url = arguments.get("url")
@@ -94,5 +99,5 @@ def _assess_domain(arguments: dict[str, Any], settings: WebSettings) -> Any:
         return None  # the fetch itself says what is wrong with the URL
     if not host or settings.known(host) or settings.denied(host):
         return None
-    command = f"web_fetch {host}"
-    return Assessment(command, f"fetch from {host}, a domain outside web.allow", command)
+    command = f"{tool} {host}"
+    return Assessment(command, f"{verb} {host}, a domain outside web.allow", command)

@@ -1,0 +1,1 @@
+"""The `browser` toolset: a headless Chromium driven over the Chrome DevTools Protocol."""
