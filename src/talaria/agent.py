@@ -528,9 +528,9 @@ class Agent:
     def skills(self) -> list[Skill]:
         """The skills this agent can use, by name: the project's, the home's and the
         plugins' (docs/skills.md). Looked up again on each call."""
-        from talaria.skills.catalog import SkillCatalog, skill_roots
+        from talaria.assembly import skill_catalog
 
-        return SkillCatalog(skill_roots(self.home, self.cwd, self.hooks.skill_dirs)).skills()
+        return skill_catalog(self.home, self.cwd, self.hooks.skill_dirs).skills()
 
     def checkpoints(self) -> list[TurnSummary]:
         """The session's checkpoints, oldest first: each turn (and each rewind) with the

@@ -92,7 +92,7 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
             spill_dir=spec.home / "tool_outputs",
         ),
     )
-    skills = SkillCatalog(skill_roots(spec.home, spec.cwd, agent.hooks.skill_dirs))
+    skills = skill_catalog(spec.home, spec.cwd, agent.hooks.skill_dirs)
     services = AgentServices(
         store=agent.store,
         skills=skills,
@@ -129,6 +129,14 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
     runtime.context_engine = _context_engine(spec, runtime)
     runtime.tool_source = _mcp_servers(spec)
     return runtime
+
+
+def skill_catalog(home: Path, cwd: Path, extra: Sequence[Path]) -> SkillCatalog:
+    """The skills an agent in `cwd` finds (docs/skills.md), descriptions scanned for prompt
+    injection."""
+    from talaria.prompt.injection import scan_text
+
+    return SkillCatalog(skill_roots(home, cwd, extra), scan=scan_text)
 
 
 def agent_services(runtime: Runtime) -> AgentServices:

@@ -171,6 +171,7 @@ def prompt_check(config: Any, window: int | None) -> Check:
 def _prompt_size(config: Any, lean: bool) -> tuple[int, int]:
     """Estimated tokens of the system prompt plus tool schemas, and the number of tools."""
     from talaria.agent_tools.catalog import Capabilities, select_tools
+    from talaria.assembly import skill_catalog
     from talaria.context.tokens import estimate_text_tokens, estimate_tokens
     from talaria.prompt.builder import PromptInputs, build_system_prompt
     from talaria.prompt.profile import LEAN_TOOLS, lean_schema
@@ -180,7 +181,12 @@ def _prompt_size(config: Any, lean: bool) -> tuple[int, int]:
     schemas = [lean_schema(t.schema()) if lean else t.schema() for t in tools]
     prompt = build_system_prompt(
         PromptInputs(
-            home=config.home, cwd=Path.cwd(), tool_names=[t.name for t in tools], lean=lean
+            home=config.home,
+            cwd=Path.cwd(),
+            tool_names=[t.name for t in tools],
+            skills=skill_catalog(config.home, Path.cwd(), []).skills(),
+            skills_budget=int(config.skills.index_chars),
+            lean=lean,
         )
     )
     return estimate_text_tokens(prompt) + estimate_tokens([], schemas), len(tools)

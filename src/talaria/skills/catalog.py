@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,10 +42,17 @@ def skill_roots(home: Path, cwd: Path, extra: Iterable[Path] = ()) -> list[tuple
 
 
 class SkillCatalog:
-    """The skills of one agent's folders, found again on each `skills()` call."""
+    """The skills of one agent's folders, found again on each `skills()` call. `scan` finds
+    prompt injection in a description (a project's skills come with its repository, and
+    descriptions go into the system prompt): a flagged one is withheld, with a note why."""
 
-    def __init__(self, roots: Sequence[tuple[Path, str]]) -> None:
+    def __init__(
+        self,
+        roots: Sequence[tuple[Path, str]],
+        scan: Callable[[str], list[str]] | None = None,
+    ) -> None:
         self.roots = list(roots)
+        self.scan = scan
         self._headers: dict[Path, tuple[tuple[int, int], tuple[str, str]]] = {}
 
     def skills(self) -> list[Skill]:
@@ -76,7 +83,10 @@ class SkillCatalog:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
-        header = skill_header(text, path.parent.name)
+        name, description = skill_header(text, path.parent.name)
+        if self.scan is not None and self.scan(description):
+            description = "[description withheld: it looks like prompt injection]"
+        header = (name, description)
         self._headers[path] = (version, header)
         return header
 
