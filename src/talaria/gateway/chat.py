@@ -294,8 +294,12 @@ class ChatSession:
             listed = "\n".join(f"{i + 1}. {choice}" for i, choice in enumerate(choices))
             hint = (listed + "\n" if listed else "") + "Reply with your answer."
         shown = text if buttons_ok and buttons else f"{text}\n{hint}"
-        message_id = await self.ui.send(shown, buttons if buttons_ok else ())
-        self.requests[number] = Pending(event.request_id, event.kind, shown, message_id, choices)
+        # open before it is shown: a press can arrive before `send` returns (Matrix shows the
+        # question while the adapter is still adding its choices)
+        pending = self.requests[number] = Pending(
+            event.request_id, event.kind, shown, None, choices
+        )
+        pending.message_id = await self.ui.send(shown, buttons if buttons_ok else ())
 
     async def _settled(self, event: ev.RequestResolved | ev.RequestWithdrawn) -> None:
         number, pending = next(
