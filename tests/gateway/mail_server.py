@@ -173,6 +173,13 @@ class MailServer:
                 found.append(message_from_bytes(raw[1], _class=EmailMessage, policy=policy.default))
             return found
 
+    def unflag(self, address: str, keyword: str) -> None:
+        """Take `keyword` off every message of the INBOX of `address`."""
+        with imaplib.IMAP4("127.0.0.1", self.imap_port, timeout=30) as imap:
+            imap.login(address, self.passwords[address])
+            imap.select("INBOX")
+            imap.store("1:*", "-FLAGS", f"({keyword})")
+
     def stop(self) -> None:
         if self._smtp is not None:
             self._smtp.stop()  # type: ignore[attr-defined]

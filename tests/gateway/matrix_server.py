@@ -36,6 +36,7 @@ CONFIG: dict[str, Any] = {
     "suppress_key_server_warning": True,
     "presence": {"enabled": False},
     "url_preview_enabled": False,
+    "bcrypt_rounds": 4,  # registering a test user costs milliseconds, not seconds
     "rc_message": UNLIMITED,
     "rc_registration": UNLIMITED,
     "rc_login": {"address": UNLIMITED, "account": UNLIMITED, "failed_attempts": UNLIMITED},

@@ -134,10 +134,11 @@ class XmppUser:
                 return
         self.received.append(Received(msg["id"], str(msg["from"]), msg["type"], msg["body"]))
 
-    def say(self, to: str, text: str, room: bool = False) -> str:
-        message = self.client.make_message(
-            mto=to, mbody=text, mtype="groupchat" if room else "chat"
-        )
+    def say(self, to: str, text: str, room: bool = False, message_id: str = "") -> str:
+        kind = "groupchat" if room else "chat"
+        message = self.client.make_message(mto=to, mbody=text, mtype=kind)
+        if message_id:  # the same stanza again, as a client resending after a lost stream does
+            message["id"] = message_id
         message.send()
         return str(message["id"])
 

@@ -1,0 +1,268 @@
+"""The gateway on a real chat server: a bot account for it and people with real clients.
+
+`Live` is one platform (Matrix on Synapse, email on Dovecot and SMTP, XMPP on Prosody); a test
+asks it for a fresh bot (`bot()`) and for people talking to that bot (`person(name, bot)`),
+then reads what each person's client shows of the bot's messages (edits applied)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from email.message import EmailMessage
+from typing import Any, Protocol
+
+from mail_server import MailServer
+from matrix_server import MatrixUser, Synapse
+from xmpp_server import DOMAIN, XmppServer, XmppUser
+
+from talaria.gateway.platform import Platform
+
+WAIT_S = 90.0
+
+
+class Person(Protocol):
+    user_id: str
+
+    async def say(self, text: str) -> None: ...
+
+    async def shown(self) -> list[str]:
+        """The bot's messages in this conversation as the person's client shows them now."""
+        ...
+
+    async def choose(self, question: str, index: int, command: str) -> None:
+        """Answer the bot's question (the message containing `question`): the choice at
+        `index` where the platform has choices to click, else the `command` as a reply."""
+        ...
+
+    async def repeat(self) -> None:
+        """Have the server deliver the person's last message to the bot again, as it does
+        after a lost acknowledgement (call it while the bot's gateway is stopped)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+async def until_shown(person: Person, check: Callable[[list[str]], bool]) -> list[str]:
+    """What the person sees once `check` holds for it."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        shown = await person.shown()
+        if check(shown):
+            return shown
+        assert time.monotonic() < deadline, f"{person.user_id} sees only {shown}"
+        await asyncio.sleep(0.1)
+
+
+def unique(name: str) -> str:
+    return f"{name}{uuid.uuid4().hex[:8]}"
+
+
+class Live(Protocol):
+    kind: str
+
+    def bot(self) -> Platform: ...
+
+    def same_bot(self, bot: Platform) -> Platform:
+        """A new adapter for the account of `bot` (the gateway restarted)."""
+        ...
+
+    async def person(self, name: str, bot: Platform) -> Person: ...
+
+
+# ---- Matrix --------------------------------------------------------------------------------
+
+
+class MatrixPerson:
+    def __init__(self, user: MatrixUser, room: str, bot_id: str) -> None:
+        self.user, self.room, self.bot_id = user, room, bot_id
+        self.user_id = user.user_id
+
+    async def say(self, text: str) -> None:
+        await self.user.say(self.room, text)
+
+    async def shown(self) -> list[str]:
+        await self.user.sync()
+        return [m.body for m in self.user.messages(self.room, self.bot_id)]
+
+    async def choose(self, question: str, index: int, command: str) -> None:
+        from talaria.gateway.matrix import CHOICES
+
+        asked = [m for m in self.user.messages(self.room, self.bot_id) if question in m.body]
+        await self.user.react(self.room, asked[-1].event_id, CHOICES[index])
+
+    async def repeat(self) -> None:
+        return None  # a restarted adapter syncs the last minutes again (catch_up_s)
+
+    async def close(self) -> None:
+        await self.user.__aexit__()
+
+
+class LiveMatrix:
+    kind = "matrix"
+
+    def __init__(self, server: Synapse) -> None:
+        self.server = server
+
+    def bot(self) -> Platform:
+        from talaria.gateway.matrix import create
+
+        name = unique("bot")
+        settings = {
+            "homeserver": self.server.url,
+            "user_id": self.server.user_id(name),
+            "access_token": self.server.register(name),
+            "sync_timeout_ms": 1000,
+        }
+        return create("matrix", settings)
+
+    def same_bot(self, bot: Platform) -> Platform:
+        from talaria.gateway.matrix import MatrixPlatform, create
+
+        assert isinstance(bot, MatrixPlatform)
+        s = bot.settings
+        settings = {
+            "homeserver": s.homeserver,
+            "user_id": s.user_id,
+            "access_token": s.access_token,
+            "sync_timeout_ms": s.sync_timeout_ms,
+        }
+        return create("matrix", settings)
+
+    async def person(self, name: str, bot: Platform) -> Person:
+        from talaria.gateway.matrix import MatrixPlatform
+
+        assert isinstance(bot, MatrixPlatform)
+        user = await MatrixUser(self.server, unique(name)).__aenter__()
+        room = await user.create_room(invite=[bot.settings.user_id], direct=True)
+        return MatrixPerson(user, room, bot.settings.user_id)
+
+
+# ---- email ---------------------------------------------------------------------------------
+
+
+class MailPerson:
+    """Writes to the bot in one thread (each mail replies to the previous one)."""
+
+    def __init__(self, server: MailServer, address: str, bot_address: str) -> None:
+        self.server, self.user_id, self.bot_address = server, address, bot_address
+        self.subject = f"Talk {uuid.uuid4().hex[:6]}"
+        self.sent: list[str] = []
+
+    async def say(self, text: str) -> None:
+        mail = EmailMessage()
+        mail["From"], mail["To"] = self.user_id, self.bot_address
+        mail["Subject"] = self.subject if not self.sent else f"Re: {self.subject}"
+        mail["Message-ID"] = f"<{uuid.uuid4().hex}@{DOMAIN}>"
+        if self.sent:
+            mail["In-Reply-To"], mail["References"] = self.sent[-1], " ".join(self.sent)
+        mail.set_content(text)
+        self.sent.append(mail["Message-ID"])
+        await asyncio.to_thread(self.server.send, mail)
+
+    async def shown(self) -> list[str]:
+        inbox = await asyncio.to_thread(self.server.inbox, self.user_id)
+        return [str(m.get_content()).strip() for m in inbox if self.bot_address in m["From"]]
+
+    async def choose(self, question: str, index: int, command: str) -> None:
+        await self.say(command)
+
+    async def repeat(self) -> None:
+        from talaria.gateway.email import EmailSettings
+
+        keyword = EmailSettings.__dataclass_fields__["handled_keyword"].default
+        await asyncio.to_thread(self.server.unflag, self.bot_address, str(keyword))
+
+    async def close(self) -> None:
+        return None
+
+
+class LiveMail:
+    kind = "email"
+
+    def __init__(self, server: MailServer) -> None:
+        self.server = server
+
+    def _settings(self, address: str) -> dict[str, Any]:
+        return {
+            "address": address,
+            "password": self.server.passwords[address],
+            "imap_host": "127.0.0.1",
+            "imap_port": self.server.imap_port,
+            "imap_tls": False,
+            "smtp_port": self.server.smtp_port,
+            "smtp_security": "none",
+        }
+
+    def bot(self) -> Platform:
+        from talaria.gateway.email import create
+
+        return create("email", self._settings(self.server.add_user(unique("bot"))))
+
+    def same_bot(self, bot: Platform) -> Platform:
+        from talaria.gateway.email import EmailPlatform, create
+
+        assert isinstance(bot, EmailPlatform)
+        return create("email", self._settings(bot.settings.address))
+
+    async def person(self, name: str, bot: Platform) -> Person:
+        from talaria.gateway.email import EmailPlatform
+
+        assert isinstance(bot, EmailPlatform)
+        return MailPerson(self.server, self.server.add_user(unique(name)), bot.settings.address)
+
+
+# ---- XMPP ----------------------------------------------------------------------------------
+
+
+class XmppPerson:
+    def __init__(self, user: XmppUser, bot_jid: str) -> None:
+        self.user, self.bot_jid = user, bot_jid
+        self.user_id = user.jid
+        self.last = ("", "")
+
+    async def say(self, text: str) -> None:
+        self.last = (text, self.user.say(self.bot_jid, text))
+
+    async def shown(self) -> list[str]:
+        return [m.body for m in self.user.received if m.sender.startswith(self.bot_jid)]
+
+    async def choose(self, question: str, index: int, command: str) -> None:
+        await self.say(command)
+
+    async def repeat(self) -> None:
+        self.user.say(self.bot_jid, self.last[0], message_id=self.last[1])
+
+    async def close(self) -> None:
+        await self.user.__aexit__()
+
+
+class LiveXmpp:
+    """Prosody's accounts are made at its start: one bot account, a fresh resource each time."""
+
+    kind = "xmpp"
+
+    def __init__(self, server: XmppServer) -> None:
+        self.server = server
+
+    def bot(self) -> Platform:
+        from talaria.gateway.xmpp import create
+
+        jid = f"bot@{DOMAIN}"
+        settings = {
+            "jid": jid,
+            "password": self.server.passwords[jid],
+            "host": "127.0.0.1",
+            "port": self.server.port,
+            "tls": "none",
+            "resource": unique("gw"),
+        }
+        return create("xmpp", settings)
+
+    def same_bot(self, bot: Platform) -> Platform:
+        return self.bot()
+
+    async def person(self, name: str, bot: Platform) -> Person:
+        user = await XmppUser(self.server, name).__aenter__()
+        return XmppPerson(user, f"bot@{DOMAIN}")
