@@ -29,8 +29,10 @@ from talaria.tools.base import Tool
 from talaria.turn_stream import TurnEvents
 
 if TYPE_CHECKING:
+    from talaria.agent_tools.delegate import ChildPlan
     from talaria.checkpoints import RewindReport, SessionCheckpoints, TurnSummary
     from talaria.core import Content, Message, TurnResult
+    from talaria.events import SubagentOrigin
     from talaria.loop.runtime import Runtime
     from talaria.skills.catalog import Skill
     from talaria.store.base import SessionStore
@@ -338,19 +340,20 @@ class Agent:
 
         return unsubscribe
 
-    def child(self, session_id: str, toolsets: list[str]) -> Agent:
-        """A `delegate_task` child working for session `session_id` with `toolsets`
-        (`AgentSpec.child`): this agent's model chain, config, hooks, store, MCP servers and
-        command allowlist; its own budget and session. Approvals are asked through the
-        child's own requests, which nobody answers, so they are denied unless
-        `delegation.approvals` turns asking off."""
+    def child(self, session_id: str, plan: ChildPlan, origin: SubagentOrigin) -> Agent:
+        """A `delegate_task` child working for session `session_id` as `plan` says
+        (`AgentSpec.child`): this agent's config, hooks, store, MCP servers and command
+        allowlist; its own budget and session. Its approval and clarify requests are this
+        agent's, naming `origin`, so this agent's front ends answer them (with nobody to
+        answer, or a plan that asks nobody, the headless rule denies)."""
         spec = self.spec.child(
-            toolsets=toolsets,
+            plan=plan,
             parent_session_id=session_id,
             store=self.store,
             shared_tools=self._runtime.tool_source if self._runtime is not None else None,
         )
         child = Agent.from_spec(spec, hooks=self.hooks)
+        child.interactions = self.interactions.for_subagent(origin, answered=plan.ask_user)
         child.approvals.allowlist = self.approvals.allowlist
         return child
 

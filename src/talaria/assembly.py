@@ -28,15 +28,17 @@ from talaria.tools.executor import ExecutorSettings, ToolExecutor
 from talaria.tools.sandbox import SandboxPolicy
 
 if TYPE_CHECKING:
-    from talaria.agent_tools.delegate import ChildRunner
+    from talaria.agent_tools.delegate import ChildPlan, ChildRunner
     from talaria.callbacks import CallbackSink
     from talaria.checkpoints import SessionCheckpoints
+    from talaria.events import SubagentOrigin
     from talaria.interaction import Interactions
     from talaria.plugins.hooks import HookBus
     from talaria.policy.approval import ApprovalState
     from talaria.skills.catalog import Skill
     from talaria.spec import AgentSpec
     from talaria.store.base import SessionStore
+    from talaria.tools.base import Tool
 
 
 class Agent(Protocol):
@@ -57,7 +59,7 @@ class Agent(Protocol):
 
     def add_side_usage(self, usage: Any) -> None: ...
 
-    def child(self, session_id: str, toolsets: list[str]) -> Any:
+    def child(self, session_id: str, plan: ChildPlan, origin: SubagentOrigin) -> Any:
         """A `delegate_task` child of this agent."""
         ...
 
@@ -79,7 +81,12 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
     )
     _load_plugins(agent)
     extra = [*spec.tools, *agent.hooks.tools]
-    tools = {tool.name: tool for tool in select_tools(spec.toolsets, caps, extra, config)}
+    tools = {
+        tool.name: tool
+        for tool in select_tools(spec.toolsets, caps, extra, config)
+        if spec.only_tools is None or tool.name in spec.only_tools
+    }
+    delegate = _delegate_runner(agent, tools)
     executor = ToolExecutor(
         tools=tools,
         hooks=agent.hooks,
@@ -99,7 +106,7 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         memory=memory,
         todos=TodoList(),
         session_id=agent.session_id or "",
-        delegate=_delegate_runner(agent),
+        delegate=delegate,
     )
     runtime = Runtime(
         config=config,
@@ -128,6 +135,7 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
     agent.sink.listeners += [services.follow, follow_session, follow]  # SessionContinued
     runtime.context_engine = _context_engine(spec, runtime)
     runtime.tool_source = _mcp_servers(spec)
+    runtime.allowed_tools = spec.only_tools
     return runtime
 
 
@@ -252,12 +260,23 @@ def _clarify(agent: Agent) -> Any:
     return ask
 
 
-def _delegate_runner(agent: Agent) -> ChildRunner | None:
-    if agent.spec.depth > 0:
+def _delegate_runner(agent: Agent, tools: dict[str, Tool]) -> ChildRunner | None:
+    """The runner of `delegate_task` when the agent offers it, which then lists the named
+    sub-agents found in the home and the project (a file that cannot be read is a notice)."""
+    if agent.spec.depth > 0 or "delegate_task" not in tools:
         return None
+    from talaria.agent_tools.catalog import builtin_tools
     from talaria.agent_tools.delegate import ChildRunner
+    from talaria.agent_tools.subagents import load_definitions
 
-    return ChildRunner(agent.spec.config, agent.child, agent.add_side_usage)
+    spec = agent.spec
+    toolset_of = {tool.name: tool.toolset for tool in builtin_tools(spec.config)}
+    definitions = load_definitions(spec.home, spec.cwd, toolset_of)
+    for problem in definitions.problems:
+        agent.sink(Notice("warning", f"sub-agent definition skipped: {problem}"))
+    runner = ChildRunner(spec.config, agent.child, agent.add_side_usage, definitions)
+    tools["delegate_task"] = runner.tool()
+    return runner
 
 
 def _context_engine(spec: AgentSpec, runtime: Runtime) -> Any:

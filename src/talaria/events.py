@@ -88,6 +88,18 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class SubagentOrigin:
+    """Which `delegate_task` sub-agent something comes from: the parent's call that started
+    it, the definition it runs (`agent`, "" for an inline one), its place in that call's
+    tasks and its goal."""
+
+    parent_call_id: str
+    agent: str
+    task_index: int
+    task: str
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalRequested:
     """A tool call needs a human's yes. Answer with `agent.respond(request_id, decision)`,
     decision one of `choices`; a `session`/`always` grant remembers `pattern` (the exact command
@@ -102,6 +114,8 @@ class ApprovalRequested:
     pattern: str
     choices: tuple[str, ...] = ("once", "session", "always", "deny")
     kind: str = "approval"
+    subagent: SubagentOrigin | None = None
+    """Set when a sub-agent asks: the answer goes to it, through this agent's `respond`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +127,8 @@ class ClarifyRequested:
     question: str
     choices: list[str] | None
     kind: str = "clarify"
+    subagent: SubagentOrigin | None = None
+    """Set when a sub-agent asks (see `ApprovalRequested.subagent`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +227,16 @@ class QueuedMessageStarted:
     task_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class SubagentEvent:
+    """An event of a `delegate_task` sub-agent (its text, tool calls, turn start and end),
+    nested under the parent's call `origin.parent_call_id`. Its approval and clarify
+    requests are not wrapped: they are this agent's own requests, naming the sub-agent."""
+
+    origin: SubagentOrigin
+    event: Event
+
+
 Event = (
     TurnStarted
     | StatusChanged
@@ -233,6 +259,7 @@ Event = (
     | SteerDelivered
     | MessageQueued
     | QueuedMessageStarted
+    | SubagentEvent
 )
 
 EventSink = Callable[[Event], None]

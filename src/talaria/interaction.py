@@ -10,6 +10,7 @@ emitted the moment it is asked, so none lapses unseen.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 from collections import Counter
@@ -22,11 +23,26 @@ from talaria.events import (
     EventSink,
     RequestResolved,
     RequestWithdrawn,
+    SubagentOrigin,
 )
 
 Request = ApprovalRequested | ClarifyRequested
 REQUEST_KINDS = ("approval", "clarify")
 APPROVAL_DECISIONS = ("once", "session", "always", "deny")
+
+
+def subagent_name(origin: SubagentOrigin) -> str:
+    """How front ends name a sub-agent: its definition's name, else its place in the call."""
+    return origin.agent or f"sub-agent {origin.task_index + 1}"
+
+
+def asked_by(request: Request) -> str:
+    """`[name: task] ` when a sub-agent asks (the task cut to 60 characters), else ''."""
+    origin = request.subagent
+    if origin is None:
+        return ""
+    task = " ".join(origin.task.split())
+    return f"[{subagent_name(origin)}: {task[:60]}{'…' if len(task) > 60 else ''}] "
 
 
 class RequestLapsed(Exception):
@@ -133,6 +149,12 @@ class Interactions:
         for request in self.pending():
             self._withdraw(request.request_id, reason)
 
+    def for_subagent(self, origin: SubagentOrigin, *, answered: bool = True) -> Interactions:
+        """The requests of a sub-agent: asked here (so this agent's front ends show them,
+        naming `origin`, and its `respond` answers them), withdrawn with the sub-agent's turn.
+        `answered=False`: nobody is asked, so the headless rule denies its approvals."""
+        return SubagentInteractions(self, origin, answered)
+
     def _withdraw(self, request_id: str, reason: str) -> bool:
         with self._lock:
             pending = self._pending.pop(request_id, None)
@@ -143,6 +165,42 @@ class Interactions:
             pending.future.exception()  # retrieved: an unawaited lapse is not an error
         self._emit(RequestWithdrawn(request_id, pending.request.kind, reason))
         return True
+
+
+class SubagentInteractions(Interactions):
+    """A sub-agent's view of its parent's requests (`Interactions.for_subagent`)."""
+
+    def __init__(self, parent: Interactions, origin: SubagentOrigin, answered: bool) -> None:
+        super().__init__(parent._emit)
+        self._parent = parent
+        self._origin = origin
+        self._answered = answered
+        self._asked: set[str] = set()
+
+    def add_responder(self, kinds: Iterable[str]) -> Callable[[], None]:
+        return self._parent.add_responder(kinds)
+
+    def can_answer(self, kind: str) -> bool:
+        return self._answered and self._parent.can_answer(kind)
+
+    async def ask(self, make_request: Callable[[str], Request], timeout: float | None) -> str:
+        def tagged(request_id: str) -> Request:
+            with self._lock:
+                self._asked.add(request_id)
+            return dataclasses.replace(make_request(request_id), subagent=self._origin)
+
+        return await self._parent.ask(tagged, timeout)
+
+    def respond(self, request_id: str, answer: object) -> bool:
+        return self._parent.respond(request_id, answer)
+
+    def pending(self) -> list[Request]:
+        with self._lock:
+            asked = set(self._asked)
+        return [request for request in self._parent.pending() if request.request_id in asked]
+
+    def _withdraw(self, request_id: str, reason: str) -> bool:
+        return self._parent._withdraw(request_id, reason)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, work: Callable[[], None]) -> None:

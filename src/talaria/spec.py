@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from talaria.config import Config
 
 if TYPE_CHECKING:
+    from talaria.agent_tools.delegate import ChildPlan
     from talaria.loop.runtime import ToolSource
     from talaria.store.base import SessionStore
     from talaria.tools.base import Tool
@@ -63,6 +64,9 @@ class AgentSpec:
     """A parent's MCP servers, which a child uses instead of connecting its own."""
     skills: tuple[str, ...] = ()
     """Skills named at start-up: their instructions are in the session's system prompt."""
+    only_tools: frozenset[str] | None = None
+    """When set, the agent is offered only the tools of these names (a named sub-agent's
+    `tools`), MCP tools included."""
 
     @property
     def home(self) -> Path:
@@ -71,26 +75,31 @@ class AgentSpec:
     def child(
         self,
         *,
-        toolsets: list[str],
+        plan: ChildPlan,
         parent_session_id: str,
         store: SessionStore,
         shared_tools: ToolSource | None,
     ) -> AgentSpec:
-        """A `delegate_task` child: this model chain and configuration (overrides included),
-        `delegation.max_iterations` for its budget, `delegation.approvals` for its approval
-        mode; no user tools or plugins of its own (it shares the parent's hooks), no
-        streaming, and no children of its own."""
+        """A `delegate_task` child as `plan` says (its toolsets and tools; its model and budget,
+        else this model chain and `delegation.max_iterations`): this configuration (overrides
+        included), `delegation.approvals` for its approval mode; no user tools or plugins of
+        its own (it shares the parent's hooks), no streaming, and no children of its own."""
         config = self.config
         overrides = copy.deepcopy(config.data)
         overrides.setdefault("approvals", {})["mode"] = config.delegation.approvals
+        model = self.model
+        if plan.model is not None and not hasattr(model.model, "complete"):
+            model = replace(model, model=plan.model)
         return replace(
             self,
             config=Config.load(self.home, overrides=overrides),
+            model=model,
             tools=(),
-            toolsets=tuple(toolsets),
+            toolsets=plan.toolsets,
+            only_tools=plan.tools,
             store=store,
             plugins=(),
-            max_iterations=config.delegation.max_iterations,
+            max_iterations=plan.max_iterations or config.delegation.max_iterations,
             stream=False,
             source="subagent",
             depth=self.depth + 1,

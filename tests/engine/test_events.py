@@ -33,7 +33,7 @@ def _example(cls: type, nudge: int = 0) -> Any:
 
 
 def test_every_event_of_the_protocol_is_covered() -> None:
-    assert len(EVENT_CLASSES) == 21
+    assert len(EVENT_CLASSES) == 22
 
 
 @pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda c: c.__name__)

@@ -24,7 +24,13 @@ from talaria.acp.describe import describe_call
 from talaria.acp.errors import failed, invalid
 from talaria.acp.modes import ModeSwitch, sandbox_option
 from talaria.acp.prompt import user_message
-from talaria.acp.updates import CallNotes, EventTranslator, history_updates, text_content
+from talaria.acp.updates import (
+    CallNotes,
+    EventTranslator,
+    history_updates,
+    subagent_call,
+    text_content,
+)
 from talaria.agent import Agent
 from talaria.events import ApprovalRequested, Event, RequestWithdrawn
 from talaria.loop.steering import TurnMismatch
@@ -318,9 +324,10 @@ class AcpSession:
 
     async def _ask(self, event: ApprovalRequested) -> None:
         view = describe_call(event.tool_name, event.arguments, self.cwd)
+        call_id, asker = subagent_call(event.subagent, event.call_id)
         tool_call = ToolCallUpdate(
-            tool_call_id=event.call_id,
-            title=view.title,
+            tool_call_id=call_id,
+            title=asker + view.title,
             kind=view.kind,  # type: ignore[arg-type]
             status="pending",
             raw_input=event.arguments,

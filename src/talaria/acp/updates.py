@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from acp.schema import (
 
 from talaria import events as ev
 from talaria.acp.describe import EDIT_TOOLS, describe_call
+from talaria.interaction import subagent_name
 from talaria.loop.steering import UserNote, joined
 from talaria.tools.builtin.files import resolve_path
 
@@ -92,6 +93,14 @@ def plan_update(result: str) -> AgentPlanUpdate | None:
     return helpers.update_plan(entries)
 
 
+def subagent_call(origin: ev.SubagentOrigin | None, call_id: str) -> tuple[str, str]:
+    """(the editor's id for a call, the prefix of its title): a sub-agent's calls are
+    nested under the parent's delegate_task call and say which sub-agent made them."""
+    if origin is None:
+        return call_id, ""
+    return f"{origin.parent_call_id}/{call_id}", f"{subagent_name(origin)}: "
+
+
 class EventTranslator:
     """Turns the engine events of one session into updates, remembering each running call.
 
@@ -142,6 +151,21 @@ class EventTranslator:
                 self._before[event.call_id] = (target, _snapshot(target))
         return [tool_call_start(event.call_id, event.name, event.arguments, self._cwd)]
 
+    def _subagent(self, event: ev.SubagentEvent) -> list[Update]:
+        """A sub-agent's tool calls as calls of their own, named after it."""
+        inner = event.event
+        if not isinstance(inner, ev.ToolStarted | ev.ToolFinished):
+            return []
+        call_id, prefix = subagent_call(event.origin, inner.call_id)
+        if isinstance(inner, ev.ToolFinished):
+            return self._finished(replace(inner, call_id=call_id))
+        return [
+            update.model_copy(update={"title": prefix + update.title})
+            if isinstance(update, ToolCallStart)
+            else update
+            for update in self._started(replace(inner, call_id=call_id))
+        ]
+
     def _finished(self, event: ev.ToolFinished) -> list[Update]:
         name, arguments = self._running.pop(event.call_id, (event.name, {}))
         before = self._before.pop(event.call_id, None)
@@ -176,6 +200,7 @@ _HANDLERS: dict[type, Callable[[EventTranslator, Any], list[Update]]] = {
     ev.SteerAccepted: EventTranslator._steer_accepted,
     ev.SteerDelivered: EventTranslator._steer_delivered,
     ev.QueuedMessageStarted: EventTranslator._queued_started,
+    ev.SubagentEvent: EventTranslator._subagent,
 }
 
 

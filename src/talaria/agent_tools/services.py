@@ -36,7 +36,8 @@ class AgentServices:
     """None when memory is disabled; the memory tool then reports that."""
     todos: TodoList = field(default_factory=_no_todos)
     delegate: ChildRunner | None = None
-    """Runs child agents for delegate_task; None in a child (no further delegation)."""
+    """Runs child agents for delegate_task; None in a child (no further delegation) and
+    when the agent does not offer delegate_task."""
     skills: SkillCatalog | None = None
     """The skills skill_view and skill_manage work with."""
 

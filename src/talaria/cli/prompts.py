@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from talaria import events as ev
+from talaria.interaction import asked_by
 
 if TYPE_CHECKING:
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -60,8 +61,9 @@ def parse_clarify(answer: str, choices: list[str] | None) -> str | None:
 
 
 def approval_text(request: Any) -> str:
-    """What the user reads before deciding (command, why it needs a yes, the choices)."""
-    lines = [f"⚠ {request.tool_name} needs your approval: {request.reason}"]
+    """What the user reads before deciding (who asks, command, why it needs a yes, the
+    choices)."""
+    lines = [f"⚠ {asked_by(request)}{request.tool_name} needs your approval: {request.reason}"]
     lines.extend(f"    {line}" for line in str(request.command).splitlines() or [""])
     lines.append("  o: just this once · s: this session · a: always (config.yaml) · d: deny")
     return "\n".join(lines)
@@ -120,7 +122,8 @@ class QuestionBroker:
                 return parse_clarify(line, choices)
 
             question = Question(event.request_id, CLARIFY_LABEL, parse, "")
-            self._enqueue(question, clarify_text(event.question, choices), "cyan")
+            text = clarify_text(asked_by(event) + event.question, choices)
+            self._enqueue(question, text, "cyan")
         elif isinstance(event, ev.RequestWithdrawn | ev.RequestResolved):
             self._drop(event)
 

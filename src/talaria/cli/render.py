@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from talaria import events as ev
 from talaria.cli.markdown_blocks import MarkdownBlocks
 from talaria.cli.safe_text import clean, terminal_safe
+from talaria.interaction import subagent_name
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MAX_DIFF_LINES = 40
@@ -277,6 +278,7 @@ class Renderer:
             ev.SteerAccepted: self._on_steer_accepted,
             ev.SteerDelivered: self._on_steer_delivered,
             ev.QueuedMessageStarted: self._on_queued_started,
+            ev.SubagentEvent: self._on_subagent,
         }
         self._steers: dict[str, str] = {}
 
@@ -491,6 +493,15 @@ class Renderer:
         if len(lines) > OUTPUT_PREVIEW_LINES:
             shown.append(f"    … {len(lines) - OUTPUT_PREVIEW_LINES} more lines (/output)")
         self.write(self.paint.style("\n".join(shown), "dim"))
+
+    def _on_subagent(self, event: ev.SubagentEvent) -> None:
+        """A sub-agent's tool calls, one dim line each under the delegate_task call."""
+        inner, origin = event.event, event.origin
+        if not isinstance(inner, ev.ToolFinished):
+            return
+        mark = "✗" if inner.is_error else "✓"
+        line = f"{subagent_name(origin)}: {mark} {inner.name} {inner.duration_s:.1f}s"
+        self.note(f"    ↳ {line}", "dim")
 
     def _tool_line(self, mark: str, style: str, name: str, preview: str, seconds: float) -> None:
         duration = f" {seconds:.1f}s"

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+from talaria.events import SubagentEvent
+
 RESULT_FIELDS = (
     "final_response",
     "completed",
@@ -45,8 +47,11 @@ def snake_case(name: str) -> str:
 
 
 def event_record(event: Any) -> dict[str, Any]:
+    """A sub-agent's event (`subagent_event`) keeps the type of the event it wraps."""
     is_event = dataclasses.is_dataclass(event) and not isinstance(event, type)
     fields = dataclasses.asdict(event) if is_event else {}
+    if isinstance(event, SubagentEvent):
+        fields["event"] = event_record(event.event)
     return {"type": event_type(event), **fields}
 
 

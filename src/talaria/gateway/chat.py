@@ -17,6 +17,7 @@ from talaria.gateway.delivery import Outbox
 from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound
 from talaria.gateway.settings import BUSY_MODES, PlatformSettings, RoomSettings
 from talaria.gateway.view import ChatUI, TurnView
+from talaria.interaction import asked_by
 from talaria.loop.session import new_session_id
 from talaria.offload import run_blocking
 from talaria.skills.invoke import with_skill
@@ -283,13 +284,14 @@ class ChatSession:
         number = str(next(self._numbers))
         buttons_ok = self.ui.platform.capabilities.buttons
         if isinstance(event, ev.ApprovalRequested):
-            text = f"Request {number}: run `{event.command}`?\n{event.reason}".strip()
+            asked = f"{asked_by(event)}run `{event.command}`?"
+            text = f"Request {number}: {asked}\n{event.reason}".strip()
             choices: tuple[str, ...] = ()
             buttons = [Button(label, f"{number}:{value}") for label, value in APPROVAL_BUTTONS]
             hint = f"Reply /approve {number} (or /approve {number} session) or /deny {number}."
         else:
             choices = tuple(event.choices or ())
-            text = f"Question {number}: {event.question}"
+            text = f"Question {number}: {asked_by(event)}{event.question}"
             buttons = [Button(choice, f"{number}:{i}") for i, choice in enumerate(choices)]
             listed = "\n".join(f"{i + 1}. {choice}" for i, choice in enumerate(choices))
             hint = (listed + "\n" if listed else "") + "Reply with your answer."

@@ -92,6 +92,8 @@ class Runtime:
     """The hook point a finished turn calls: "stop", or "subagent_stop" in a delegate child."""
     skills: SkillCatalog | None = None
     """The agent's skills, looked at again at each turn's start (the index note)."""
+    allowed_tools: frozenset[str] | None = None
+    """When set, only these of the tool source's tools are offered (a named sub-agent's)."""
     steering: SteeringInbox = field(default_factory=SteeringInbox)
     """What the user says while the turn runs (steers; messages for the next turn)."""
     _source_names: list[str] = field(default_factory=list, init=False)
@@ -121,6 +123,8 @@ class Runtime:
             return
         if changed is None:
             return
+        allowed = self.allowed_tools
+        changed = [tool for tool in changed if allowed is None or tool.name in allowed]
         for name in self._source_names:
             self.tools.pop(name, None)
         self.tools.update((tool.name, tool) for tool in changed)

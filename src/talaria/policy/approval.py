@@ -78,6 +78,15 @@ def rule_matches(rule: str, command: str) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """A tool call that did not run for want of a yes: what the model was told instead."""
+
+    tool_name: str
+    command: str
+    message: str
+
+
 @dataclass
 class ApprovalState:
     """Grants that outlive one call: this session's, and the persisted allowlist."""
@@ -88,6 +97,9 @@ class ApprovalState:
     allowlist: set[str] = field(default_factory=set)
     session_grants: set[str] = field(default_factory=set)
     persist_allowlist: Callable[[str], None] | None = None
+    denials: list[Denial] = field(default_factory=list)
+    """The calls refused so far (blocked, denied, unanswered): a sub-agent's parent reads
+    them, so a child that was refused is never reported as a plain success."""
 
     def is_granted(self, command: str) -> bool:
         return any(rule_matches(rule, command) for rule in (*self.session_grants, *self.allowlist))

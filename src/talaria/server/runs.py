@@ -40,7 +40,16 @@ def _approval(event: ev.ApprovalRequested) -> tuple[str, dict[str, Any]]:
     return "approval.requested", data
 
 
-EVENT_NAMES: dict[type, Callable[[Any], tuple[str, dict[str, Any]]]] = {
+def _subagent(event: ev.SubagentEvent) -> tuple[str, dict[str, Any]] | None:
+    """A sub-agent's event as the same API event, prefixed `subagent.`, naming it."""
+    inner = api_event(event.event)
+    if inner is None:
+        return None
+    name, data = inner
+    return f"subagent.{name}", {**data, "subagent": asdict(event.origin)}
+
+
+EVENT_NAMES: dict[type, Callable[[Any], tuple[str, dict[str, Any]] | None]] = {
     ev.TextDelta: lambda e: ("message.delta", {"text": e.text}),
     ev.ReasoningDelta: lambda e: ("reasoning.delta", {"text": e.text}),
     ev.ToolStarted: lambda e: (
@@ -66,6 +75,7 @@ EVENT_NAMES: dict[type, Callable[[Any], tuple[str, dict[str, Any]]]] = {
     ev.SteerDelivered: lambda e: ("steer.delivered", asdict(e)),
     ev.MessageQueued: lambda e: ("message.queued", asdict(e)),
     ev.QueuedMessageStarted: lambda e: ("queued_message.started", asdict(e)),
+    ev.SubagentEvent: _subagent,
 }
 """Engine event -> (API event name, data). Events not listed (status, steps) stay internal."""
 

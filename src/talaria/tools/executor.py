@@ -42,6 +42,7 @@ from talaria.policy.approval import (
     ApprovalState,
     Assessment,
     Boundary,
+    Denial,
     assess_tool_call,
 )
 from talaria.tools.approvals import CallApprover
@@ -298,7 +299,21 @@ class ToolExecutor:
         arguments: dict[str, Any],
         pre_approved: bool,
     ) -> CallOutcome | None:
-        """None when the call may run; otherwise the denial the model will read."""
+        """None when the call may run; otherwise the denial the model will read (also kept
+        in `approvals.denials`)."""
+        denial = await self._decide(assessment, approver, call, arguments, pre_approved)
+        if denial is not None:
+            self.approvals.denials.append(Denial(call.name, assessment.command, denial.content))
+        return denial
+
+    async def _decide(
+        self,
+        assessment: Assessment,
+        approver: ToolApprover,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        pre_approved: bool,
+    ) -> CallOutcome | None:
         if assessment.blocked:
             return CallOutcome(
                 f"BLOCKED: {assessment.reason}. This is never allowed, in any "
