@@ -80,8 +80,17 @@ as `services`."""
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
+def _slow_tests() -> frozenset[str]:
+    """The test functions tests/slow.txt names (written by scripts/slow_tests.py)."""
+    with open(os.path.join(TESTS, "slow.txt"), encoding="utf-8") as listing:
+        return frozenset(line.strip() for line in listing if line.strip() and line[0] != "#")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    slow = _slow_tests()
     for item in items:
+        if item.nodeid.split("[", 1)[0] in slow:
+            item.add_marker("slow")
         for fixture, marker in SERVICE_FIXTURES.items():
             if fixture in item.fixturenames and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)

@@ -179,6 +179,9 @@ def test_ctrl_c_during_a_sync_turn_stops_that_turn(tmp_path: Path) -> None:
         if gate.entered.acquire(timeout=300):
             signal.pthread_kill(main, signal.SIGINT)
 
+    # Python raises KeyboardInterrupt only where SIGINT was not ignored at start-up; a runner
+    # started in the background of a shell (CI's, say) inherits it ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=interrupt_once_inside, daemon=True).start()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -186,6 +189,7 @@ def test_ctrl_c_during_a_sync_turn_stops_that_turn(tmp_path: Path) -> None:
         assert agent.chat("are you there?") == "next answer"
         stored = agent.store.load_messages(agent.session_id or "")
     finally:
+        signal.signal(signal.SIGINT, previous)
         gate.open.set()
         agent.close()
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
