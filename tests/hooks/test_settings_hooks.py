@@ -313,3 +313,53 @@ def test_a_post_tool_use_hook_tells_the_model_something(
     assert tool_results(result) == [
         "2\n\n[PostToolUse hook] the result is cached; rerun with --fresh"
     ]
+
+
+def test_a_user_prompt_submit_hook_exiting_2_keeps_the_prompt_from_the_model(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    code = (
+        "import json, sys\n"
+        "if 'password' in json.load(sys.stdin)['prompt']:\n"
+        "    print('the prompt holds a password; not sent', file=sys.stderr)\n"
+        "    sys.exit(2)\n"
+    )
+    settings(tmp_path / "settings.json", {"UserPromptSubmit": one(script(tmp_path, "p", code))})
+    provider.add(text("fine"))
+    agent = scripted_agent(provider, tmp_path)
+    notices = noticed(agent)
+
+    blocked = agent.run_conversation("my password is hunter2")
+    allowed = agent.run_conversation("hello")
+
+    assert blocked["turn_exit_reason"] == "halted:prompt blocked by a hook"
+    assert blocked["final_response"] is None
+    assert "the prompt was blocked by a hook: the prompt holds a password; not sent" in notices
+    assert allowed["final_response"] == "fine"
+    assert len(provider.requests) == 1
+    assert "hunter2" not in json.dumps(provider.requests[0].body)
+
+
+def test_a_pre_tool_use_ask_puts_a_harmless_call_to_the_user(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    ask = {
+        "hookSpecificOutput": {
+            "permissionDecision": "ask",
+            "permissionDecisionReason": "adding is audited",
+        }
+    }
+    hook = script(tmp_path, "ask", f"print({json.dumps(json.dumps(ask))})")
+    settings(tmp_path / "settings.json", {"PreToolUse": one(hook, matcher="add")})
+    provider.add(call("add", {"a": 1, "b": 2}), call("add", {"a": 2, "b": 2}), text("done"))
+    asked: list[Any] = []
+
+    def answer(request: Any) -> str:
+        asked.append(request)
+        return "once" if len(asked) == 1 else "deny"
+
+    result = scripted_agent(provider, tmp_path, approval_callback=answer).run_conversation("add")
+
+    first, second = tool_results(result)
+    assert first == "3" and second.startswith("Denied by the user")
+    assert [r.reason for r in asked] == ["a hook asks: adding is audited"] * 2
