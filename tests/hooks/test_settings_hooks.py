@@ -18,7 +18,7 @@ from helpers import scripted_agent, tool_results
 from talaria import Agent
 from talaria.events import Notice
 from talaria.hooks.settings import trust
-from talaria.testing import call, text
+from talaria.testing import Script, call, text
 from talaria.testing.server import ScriptedProvider
 
 GUARD = """
@@ -363,3 +363,42 @@ def test_a_pre_tool_use_ask_puts_a_harmless_call_to_the_user(
     first, second = tool_results(result)
     assert first == "3" and second.startswith("Denied by the user")
     assert [r.reason for r in asked] == ["a hook asks: adding is audited"] * 2
+
+
+def test_subagent_stop_fires_for_a_delegate_child_and_can_send_it_back(tmp_path: Path) -> None:
+    seen = tmp_path / "stops.jsonl"
+    code = (
+        "import json, sys\n"
+        "event = json.load(sys.stdin)\n"
+        f"open({str(seen)!r}, 'a').write(json.dumps(event) + '\\n')\n"
+        "if not event['stop_hook_active']:\n"
+        "    print('also list what you skipped', file=sys.stderr)\n"
+        "    sys.exit(2)\n"
+    )
+    hook = one(script(tmp_path, "substop", code))
+    settings(tmp_path / "settings.json", {"SubagentStop": hook, "Stop": hook})
+
+    def step(body: dict[str, Any]) -> Any:
+        users = [str(m["content"]) for m in body["messages"] if m["role"] == "user"]
+        if any("Goal:" in u for u in users):  # the child
+            return text("skipped: nothing") if "also list" in users[-1] else text("child done")
+        if body["messages"][-1]["role"] == "tool":
+            return text("parent done")
+        if "also list" in users[-1]:
+            return text("parent done, nothing skipped")
+        return call("delegate_task", {"goal": "tidy up"})
+
+    with ScriptedProvider(script=Script(fallback=step)) as provider:
+        agent = scripted_agent(provider, tmp_path, tools=[], toolsets=["delegation"])
+        result = agent.run_conversation("go")
+
+    events = [json.loads(line) for line in seen.read_text().splitlines()]
+    names = [(e["hook_event_name"], e["stop_hook_active"]) for e in events]
+    assert names == [
+        ("SubagentStop", False),
+        ("SubagentStop", True),
+        ("Stop", False),
+        ("Stop", True),
+    ]
+    assert events[1]["last_assistant_message"] == "skipped: nothing"
+    assert "skipped: nothing" in json.dumps(result["messages"])

@@ -203,7 +203,7 @@ async def _stop_hooks(rt: Runtime, session: SessionHandle, state: TurnState) -> 
     answers = await rt.hooks.ask(
         rt.stop_hook,
         session_id=session.id,
-        final_response=state.final_response or "",
+        final_response=state.spoken[-1] if state.spoken else "",
         stop_hook_active=state.stop_rounds > 0,
     )
     reason = next((a["block"] for a in answers if isinstance(a, dict) and a.get("block")), None)
