@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from browser_support import chromium
 from server_helpers import ServeProcess, SseEvent, read_events
 from talaria.testing import ScriptedProvider, call, text
 
@@ -72,8 +73,13 @@ def test_a_childs_approval_is_answered_over_the_runs_api_and_reaches_the_parent(
     }
     assert [e.data["decision"] for e in seen if e.name == "approval.resolved"] == [decision]
     nested = [e for e in seen if e.name.startswith("subagent.")]
-    assert [e.name for e in nested] == ["subagent.tool.started", "subagent.tool.completed"]
+    assert [e.name for e in nested] == [
+        "subagent.tool.started",
+        "subagent.tool.completed",
+        "subagent.finished",
+    ]
     assert nested[0].data["name"] == "terminal"
+    assert nested[-1].data["final_response"] == "removed, all fine"
     assert nested[0].data["subagent"]["parent_call_id"] == delegate.data["call_id"]
     assert seen[-1].name == "run.completed"
     assert target.exists() is (decision == "deny")
@@ -83,3 +89,33 @@ def test_a_childs_approval_is_answered_over_the_runs_api_and_reaches_the_parent(
     assert entry["status"] == status
     if decision == "deny":
         assert entry["denied"][0]["message"].startswith("Denied by the user")
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+def test_the_web_page_names_the_child_that_asks_and_shows_its_calls(
+    served: tuple[ServeProcess, ScriptedProvider],
+) -> None:
+    serve, provider = served
+    target = serve.home / "scratch-web"
+    target.mkdir()
+    provider.add(
+        call("delegate_task", {"agent": "cleaner", "goal": "remove scratch-web"}),
+        call("terminal", {"command": f"rm -rf {target}"}),
+        text("removed, all fine"),
+        text("parent done"),
+    )
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(f"{serve.url}/?token={serve.key}")
+        page.fill("#input", "clean up")
+        page.press("#input", "Enter")
+        approval = page.locator(".card.approval")
+        approval.wait_for(timeout=30_000)
+        head = approval.locator(".head").inner_text()
+        assert head == "Approval needed for cleaner (remove scratch-web)"
+        approval.get_by_role("button", name="Deny").click()
+        page.locator(".msg.assistant", has_text="parent done").wait_for(timeout=30_000)
+        heads = page.locator(".card.tool .head").all_inner_texts()
+    assert heads == ["⚙ delegate_task", "⚙ ↳ cleaner: terminal"]
+    assert target.exists()

@@ -204,8 +204,9 @@ _EVENTS_DOC = (
     "Names: run.started, message.delta, reasoning.delta, tool.started, tool.completed, "
     "approval.requested, approval.resolved, clarify.requested, clarify.resolved, "
     "request.withdrawn, notice, steer.accepted, steer.delivered, message.queued, "
-    "queued_message.started, a sub-agent's subagent.tool.started and subagent.tool.completed "
-    "(their `subagent` names it, as on its approval.requested and clarify.requested), then "
+    "queued_message.started, a sub-agent's subagent.tool.started, subagent.tool.completed and "
+    "subagent.finished (their `subagent` names it, as on its approval.requested and "
+    "clarify.requested), then "
     "one of run.completed, run.failed, run.cancelled."
 )
 

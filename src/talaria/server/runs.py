@@ -41,12 +41,17 @@ def _approval(event: ev.ApprovalRequested) -> tuple[str, dict[str, Any]]:
 
 
 def _subagent(event: ev.SubagentEvent) -> tuple[str, dict[str, Any]] | None:
-    """A sub-agent's event as the same API event, prefixed `subagent.`, naming it."""
-    inner = api_event(event.event)
-    if inner is None:
+    """A sub-agent's event as the same API event, prefixed `subagent.`, naming it; its turn's
+    end is `subagent.finished` with its answer (a sub-agent does not stream)."""
+    inner, origin = event.event, asdict(event.origin)
+    if isinstance(inner, ev.TurnFinished):
+        answer = {"final_response": inner.final_response, "exit_reason": inner.exit_reason}
+        return "subagent.finished", {**answer, "subagent": origin}
+    mapped = api_event(inner)
+    if mapped is None:
         return None
-    name, data = inner
-    return f"subagent.{name}", {**data, "subagent": asdict(event.origin)}
+    name, data = mapped
+    return f"subagent.{name}", {**data, "subagent": origin}
 
 
 EVENT_NAMES: dict[type, Callable[[Any], tuple[str, dict[str, Any]] | None]] = {

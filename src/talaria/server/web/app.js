@@ -151,6 +151,11 @@
     state.cards[callId] = card;
     return card;
   }
+  // A sub-agent's request or tool call names it (its definition, else its place in the
+  // delegate_task call) and its task; its calls are cards of their own under the parent's.
+  function subagentName(s) { return s.agent || "sub-agent " + (s.task_index + 1); }
+  function subagentLabel(s) { return subagentName(s) + " (" + s.task + ")"; }
+  function subagentCall(d) { return d.subagent.parent_call_id + "/" + d.call_id; }
   function toolResult(callId, name, result, isError) {
     const card = state.cards[callId] || toolCard(callId, name, "");
     card.querySelector(".output").textContent = result;
@@ -207,6 +212,7 @@
     if (state.cards[data.request_id]) return;
     const card = add("card approval", '<div class="head">Approval needed</div><div class="body"><pre class="command"></pre><div class="reason"></div><div class="choices"></div></div>');
     card.dataset.request = data.request_id;
+    if (data.subagent) card.querySelector(".head").textContent = "Approval needed for " + subagentLabel(data.subagent);
     card.querySelector(".command").textContent = data.command;
     card.querySelector(".reason").textContent = data.reason;
     const choices = card.querySelector(".choices");
@@ -225,6 +231,7 @@
     if (state.cards[data.request_id]) return;
     const card = add("card approval", '<div class="head">Question</div><div class="body"><div class="q"></div><input class="a" type="text"><button type="button">Answer</button></div>');
     card.querySelector(".q").textContent = data.question + (data.choices ? " (" + data.choices.join(" / ") + ")" : "");
+    if (data.subagent) card.querySelector(".head").textContent = "Question from " + subagentLabel(data.subagent);
     card.querySelector("button").onclick = function () {
       answer("clarify", data.request_id, { answer: card.querySelector(".a").value });
     };
@@ -363,6 +370,8 @@
     },
     "tool.started": function (d) { state.answer = null; state.thought = null; toolCard(d.call_id, d.name, d.arguments); },
     "tool.completed": function (d) { toolResult(d.call_id, d.name, d.result, d.is_error); },
+    "subagent.tool.started": function (d) { toolCard(subagentCall(d), "↳ " + subagentName(d.subagent) + ": " + d.name, d.arguments); },
+    "subagent.tool.completed": function (d) { toolResult(subagentCall(d), d.name, d.result, d.is_error); },
     "approval.requested": approvalCard,
     "approval.resolved": function (d) { settle(d.request_id, d.decision); },
     "clarify.requested": clarifyCard,
