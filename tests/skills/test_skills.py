@@ -196,3 +196,22 @@ def test_a_description_that_looks_like_prompt_injection_is_withheld(
     prompt = system_prompt(provider.requests[0])
     assert "- helper: [description withheld: it looks like prompt injection" in prompt
     assert "Ignore all previous instructions" not in prompt
+
+
+def test_a_plugin_brings_its_own_skills(provider: ScriptedProvider, tmp_path: Path) -> None:
+    bundled = tmp_path / "plugin_skills"
+    example_skill(bundled)
+
+    class Plugin:
+        @staticmethod
+        def register(bus: Any) -> None:
+            bus.register_skill_dir(bundled)
+
+    provider.add(call("skill_view", {"name": "pdf-tools"}), text("ok"))
+    agent = scripted_agent(provider, tmp_path, toolsets=["skills"], tools=[], plugins=[Plugin])
+
+    result = agent.run_conversation("read the pdf")
+
+    assert "- pdf-tools: Extract text" in system_prompt(provider.requests[0])
+    assert "Run `python scripts/extract.py FILE`" in tool_results(result)[0]
+    assert [(s.name, s.source) for s in agent.skills()] == [("pdf-tools", "plugin")]
