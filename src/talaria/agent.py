@@ -304,14 +304,17 @@ class Agent:
         events (`talaria.events`) as they happen, then `.result` is its `TurnResult`.
         `answers` ("approval", "clarify") says that the consumer answers those requests with
         `respond`; otherwise nobody is asked (approvals are denied, clarify is not offered)."""
-        return TurnEvents(
-            lambda: self.arun_conversation(
+
+        async def run() -> TurnResult:
+            if self._runtime is None:  # assembling (SDK, tools, plugins) is ~100 ms of CPU:
+                from talaria.offload import run_blocking  # off the loop, after `answers`
+
+                await run_blocking(self.warm_up)
+            return await self.arun_conversation(
                 user_message, system_message, conversation_history, task_id
-            ),
-            self.subscribe,
-            self.interrupt,
-            answers,
-        )
+            )
+
+        return TurnEvents(run, self.subscribe, self.interrupt, answers)
 
     def respond(self, request_id: str, answer: object) -> bool:
         """Answer a pending approval ("once" | "session" | "always" | "deny") or clarify

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,7 +115,6 @@ class AcpSession:
         self._editor_servers = mcp_servers or {}
         self._conn = conn
         self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
         self._asks: dict[str, asyncio.Task[None]] = {}
         self._turns = asyncio.Lock()
         """Held by the prompt whose turn runs; the others wait for it in the order they came."""
@@ -137,7 +135,6 @@ class AcpSession:
         self.sandbox = str(self.agent.config.sandbox.mode)
         self._agent_sandbox = self.sandbox
         self._translator = EventTranslator(cwd, notes, recorded_edits(tools))
-        self._unsubscribe = self.agent.subscribe(self._on_event, answers=("approval",))
 
     def _new_agent(self, sandbox: str | None) -> Agent:
         config = dict(self._settings.agent_kwargs.get("config") or {})
@@ -175,11 +172,9 @@ class AcpSession:
         if self.sandbox == self._agent_sandbox:
             return
         old, mode = self.agent, self.modes.current
-        self._unsubscribe()
         self.agent = self._new_agent(self.sandbox)
         self.modes.attach(self.agent.approvals)
         self.modes.set(mode)
-        self._unsubscribe = self.agent.subscribe(self._on_event, answers=("approval",))
         self._agent_sandbox = self.sandbox
         await old.aclose()
 
@@ -199,7 +194,10 @@ class AcpSession:
             self._idle.clear()
             try:
                 await self._apply_sandbox()
-                result = await self.agent.arun_conversation(message)
+                turn = self.agent.events(message, answers=("approval",))
+                async for event in turn:
+                    self._handle(event)
+                result: Mapping[str, Any] = turn.result or {}
             except RuntimeError as exc:
                 raise invalid(str(exc)) from None
             finally:
@@ -291,7 +289,6 @@ class AcpSession:
         await self.updates.drain()
 
     async def close(self) -> None:
-        self._unsubscribe()
         for task in list(self._asks.values()):
             task.cancel()
         self.updates.close()
@@ -299,14 +296,8 @@ class AcpSession:
 
     # ---- engine events ------------------------------------------------------------------
 
-    def _on_event(self, event: Event) -> None:
-        """The agent's listener: events from tool threads hop onto the loop."""
-        if threading.get_ident() == self._loop_thread:
-            self._handle(event)
-        else:
-            self._loop.call_soon_threadsafe(self._handle, event)
-
     def _handle(self, event: Event) -> None:
+        """One event of the running turn's `agent.events()` stream, on the server's loop."""
         if isinstance(event, ApprovalRequested):
             self.updates.push(functools.partial(self._start_asking, event))
         elif isinstance(event, RequestWithdrawn):

@@ -1,10 +1,11 @@
 """The server's sessions: one live Agent per session (an LRU), one turn at a time on each.
 
-Every turn, whichever endpoint starts it, is a `Run` driven by `agent.arun_conversation` on the
-server's event loop, with the agent's events collected through `agent.subscribe`. Runs started
-through the runs API answer approvals and clarify questions through their clients; turns of
-the OpenAI-compatible endpoints are headless: nobody can answer, so the engine's headless rule
-denies approvals (and tells the model), and a clarify question gets a fixed answer.
+Every turn, whichever endpoint starts it, is a `Run` that consumes the turn's
+`agent.events()` stream on the server's event loop (docs/architecture.md, "One engine, many
+front ends"). Runs started through the runs API answer approvals and clarify questions through
+their clients; turns of the OpenAI-compatible endpoints are headless: nobody can answer, so the
+engine's headless rule denies approvals (and tells the model), and a clarify question gets a
+fixed answer.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from talaria import events as ev
@@ -48,16 +49,6 @@ class LiveSession:
     agent: Agent
     run: Run | None = None
     """The turn in progress (None when idle)."""
-    headless: bool = False
-    unsubscribe: Callable[[], None] = field(default=lambda: None)
-
-    def on_event(self, event: ev.Event) -> None:
-        run = self.run
-        if run is None:
-            return
-        if self.headless and isinstance(event, ev.ClarifyRequested):
-            self.agent.respond(event.request_id, HEADLESS_CLARIFY_ANSWER)
-        run.on_engine_event(event)
 
 
 @dataclass(slots=True)
@@ -105,7 +96,7 @@ class SessionHub:
         if live.run is not None:
             return self._while_busy(live, live.run, request)
         run = Run(session_id, asyncio.get_running_loop(), self.settings.max_run_events)
-        live.run, live.headless = run, request.headless
+        live.run = run
         self.runs[run.id] = run
         run.publish("run.started", {"run_id": run.id, "session_id": session_id})
         run.task = asyncio.create_task(self._drive(live, run, request))
@@ -114,32 +105,45 @@ class SessionHub:
         return run
 
     async def _drive(self, live: LiveSession, run: Run, request: TurnRequest) -> None:
+        agent = live.agent
         answers = () if request.headless else ("approval", "clarify")
-        stop_answering = live.agent.subscribe(_ignore, answers=answers)
         result: dict[str, Any] | None = None
         try:
-            # Assembling a new agent (SDK client, tools, plugins) is ~100 ms of CPU: do it off
-            # the loop so other sessions' streams keep flowing meanwhile.
-            await run_blocking(live.agent.warm_up)
-            text = request.text
-            if request.skills:
-                text = await run_blocking(with_skill, text, live.agent.skills)
-            turn = await live.agent.arun_conversation(
+            text = await self._expanded(agent, request, answers)
+            turn = agent.events(
                 text,
                 system_message=request.system,
                 conversation_history=request.history,
+                answers=answers,
             )
-            result = dict(turn)
+            async for event in turn:
+                if request.headless and isinstance(event, ev.ClarifyRequested):
+                    agent.respond(event.request_id, HEADLESS_CLARIFY_ANSWER)
+                run.on_engine_event(event)
+            result = dict(turn.result or {})
             name, data = terminal_event(result)
         except Exception as exc:
             log.warning("run %s crashed", run.id, exc_info=True)
             name, data = "run.failed", {"error": f"{type(exc).__name__}: {exc}", "usage": {}}
         finally:
-            stop_answering()
             live.run = None
             self._follow_compression(live)
         run.result = result
         run.publish(name, data)
+
+    @staticmethod
+    async def _expanded(agent: Agent, request: TurnRequest, answers: tuple[str, ...]) -> str:
+        """The message, with `/<skill-name>` in place of the skill's instructions when asked.
+        Plugins' skills are known once the agent is assembled, and assembly offers clarify
+        only to an agent whose questions someone answers: declared first, as events() does."""
+        if not request.skills:
+            return request.text
+        stop_answering = agent.subscribe(_ignore, answers=answers)
+        try:
+            await run_blocking(agent.warm_up)
+            return await run_blocking(with_skill, request.text, agent.skills)
+        finally:
+            stop_answering()
 
     def _follow_compression(self, live: LiveSession) -> None:
         """Compression continues a conversation in a child session: file the agent under it
@@ -248,7 +252,6 @@ class SessionHub:
         live = self._live.get(session_id)
         if live is None:
             live = LiveSession(session_id, self.make_agent(session_id))
-            live.unsubscribe = live.agent.subscribe(live.on_event)
             self._live[session_id] = live
         self._live.move_to_end(session_id)
         return live
@@ -266,7 +269,6 @@ class SessionHub:
                 excess -= 1
 
     async def _close(self, live: LiveSession) -> None:
-        live.unsubscribe()
         try:
             await live.agent.aclose()
         except Exception:
@@ -316,4 +318,4 @@ def hub_of(request: Any) -> SessionHub:
 
 
 def _ignore(event: ev.Event) -> None:
-    """The answering subscription only declares who answers; events come via on_event."""
+    """The answering subscription only declares who answers; the events come with the turn."""
