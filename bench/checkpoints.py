@@ -1,7 +1,9 @@
 """What checkpoints cost: a workspace of N files (100 per folder, ~1 KB each), 10 of them
-changed per turn. Measures the first snapshot (every file read once), a turn's snapshot
-(only the changed files read) and a rewind of one turn (a snapshot of the files as they are,
-the restore of the 10 files, a snapshot after). Medians of --runs turns.
+changed per turn. Measures the first snapshot (every file read once), a snapshot after 10
+files changed (only those read: what a turn's end or a step after a write costs), a snapshot
+before a step when nothing changed (a stat of every file, nothing read or stored), and a
+rewind of one turn (a snapshot of the files as they are, the restore of the 10 files, a
+snapshot after). Medians of --runs turns.
 Usage: python bench/checkpoints.py [--files 1000 50000] [--changed 10] [--runs 5]"""
 
 from __future__ import annotations
@@ -46,16 +48,21 @@ def measure(files: int, changed: int, runs: int) -> dict[str, float]:
         store.begin_turn(0, "first")
         first = time.perf_counter() - started
         store.end_turn()
-        snapshots, rewinds, cpus = [], [], []
+        snapshots, rewinds, cpus, idle, idle_cpus = [], [], [], [], []
         step = max(1, files // changed)
         for run in range(runs):
             entry = store.begin_turn(run, "turn")
             for path in paths[run:files:step][:changed]:
                 path.write_text(f"changed in turn {run}\n")
             started, used = time.perf_counter(), cpu()
-            store.end_turn()
+            store.before_step("write_file")
             snapshots.append(time.perf_counter() - started)
             cpus.append(cpu() - used)
+            started, used = time.perf_counter(), cpu()
+            store.before_step("terminal")  # nothing changed since the last snapshot
+            idle.append(time.perf_counter() - started)
+            idle_cpus.append(cpu() - used)
+            store.end_turn()
             started = time.perf_counter()
             report = store.rewind(entry.id, files=True, conversation=False)
             rewinds.append(time.perf_counter() - started)
@@ -64,6 +71,8 @@ def measure(files: int, changed: int, runs: int) -> dict[str, float]:
         "first snapshot": first * 1000,
         "turn snapshot": statistics.median(snapshots) * 1000,
         "turn snapshot cpu": statistics.median(cpus) * 1000,
+        "unchanged step": statistics.median(idle) * 1000,
+        "unchanged step cpu": statistics.median(idle_cpus) * 1000,
         "rewind": statistics.median(rewinds) * 1000,
     }
 
@@ -74,14 +83,17 @@ def main() -> None:
     parser.add_argument("--changed", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    print(f"| files | first snapshot | snapshot, {args.changed} changed (CPU) | rewind of them |")
-    print("|---:|---:|---:|---:|")
+    print(
+        f"| files | first snapshot | snapshot, {args.changed} changed (CPU) "
+        "| step snapshot, nothing changed (CPU) | rewind of them |"
+    )
+    print("|---:|---:|---:|---:|---:|")
     for files in args.files:
         ms = measure(files, args.changed, args.runs)
         print(
-            f"| {files:,} | {ms['first snapshot']:.0f} ms | {ms['turn snapshot']:.0f} ms "
-            f"({ms['turn snapshot cpu']:.0f} ms) "
-            f"| {ms['rewind']:.0f} ms |"
+            f"| {files:,} | {ms['first snapshot']:,.0f} ms | {ms['turn snapshot']:,.0f} ms "
+            f"({ms['turn snapshot cpu']:,.0f} ms) | {ms['unchanged step']:,.0f} ms "
+            f"({ms['unchanged step cpu']:,.0f} ms) | {ms['rewind']:,.0f} ms |"
         )
 
 

@@ -8,6 +8,7 @@ the first turn.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -279,11 +280,14 @@ class Agent:
             return busy_result(busy, session, task)
         self._steering.begin_turn(task)
         checkpoints = await self._checkpoint(runtime, session, "begin_turn", content)
+        if checkpoints:
+            runtime.before_tools = functools.partial(self._step_checkpoint, runtime)
         try:
             agent_services(runtime).session_id = session.id
             state = await run_turn(runtime, session, content, task)
         finally:
             self._steering.end_turn()
+            runtime.before_tools = None
             kill_owned(session.id, background=False)  # nothing of the turn outlives it
             if checkpoints:
                 await self._checkpoint(runtime, session, "end_turn", content)
@@ -507,23 +511,41 @@ class Agent:
         session.history = session.history[:keep]
         session.next_seq = first_seq + len(session.history)
 
-    def rewind(self, turn: int, *, files: bool = True, conversation: bool = True) -> RewindReport:
+    def rewind(
+        self,
+        turn: int,
+        *,
+        files: bool = True,
+        conversation: bool | None = None,
+        step: int | None = None,
+    ) -> RewindReport:
         """Go back to before turn `turn` (an id from `checkpoints()`): its files as they were
         then (what the agent changed since; the user's own later edits stay), the conversation
-        as it was then, or both. The files as they are now are checkpointed first, so a
-        rewind of the files can be undone (`RewindReport.undo`)."""
-        return self._run_sync(self.arewind(turn, files=files, conversation=conversation))
+        as it was then, or both (the default). With `step` (from 1, `TurnSummary.steps`), the
+        files as they were before that step of the turn (files only). The files as they are
+        now are checkpointed first, so a rewind of the files can be undone
+        (`RewindReport.undo`)."""
+        return self._run_sync(self.arewind(turn, files=files, conversation=conversation, step=step))
 
     async def arewind(
-        self, turn: int, *, files: bool = True, conversation: bool = True
+        self,
+        turn: int,
+        *,
+        files: bool = True,
+        conversation: bool | None = None,
+        step: int | None = None,
     ) -> RewindReport:
+        if conversation is None:
+            conversation = step is None
         if not self._turn_lock.acquire(blocking=False):
             raise RuntimeError("this agent is running a turn; interrupt() it before a rewind")
         try:
             checkpoints = await self._session_checkpoints()
             target = checkpoints.journal.get(turn)
             report = await asyncio.to_thread(
-                checkpoints.rewind, turn, files=files, conversation=conversation
+                functools.partial(
+                    checkpoints.rewind, turn, files=files, conversation=conversation, step=step
+                )
             )
             if conversation:
                 await self._truncate(0, target.seq)
@@ -596,6 +618,23 @@ class Agent:
         except (CheckpointError, OSError, ValueError) as exc:
             runtime.emit(Notice("warning", f"no checkpoint of the files this turn: {exc}"))
             return False
+
+    async def _step_checkpoint(self, runtime: Runtime, names: list[str]) -> None:
+        """Before a step whose tools could write, a checkpoint of the files (a failure is a
+        warning: the step runs, the turn's own checkpoints still hold)."""
+        from talaria.assembly import may_write
+        from talaria.checkpoints import CheckpointError
+        from talaria.events import Notice
+
+        writing = [name for name in names if may_write(runtime.tools.get(name))]
+        if not writing:
+            return
+        try:
+            checkpoints = await self._session_checkpoints()
+            if checkpoints.enabled:
+                await asyncio.to_thread(checkpoints.before_step, ", ".join(writing))
+        except (CheckpointError, OSError, ValueError) as exc:
+            runtime.emit(Notice("warning", f"no checkpoint before this step: {exc}"))
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run on the process's shared background loop (`talaria.background`): connections

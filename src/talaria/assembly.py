@@ -366,6 +366,11 @@ _READ_ONLY_TOOLSETS = frozenset({"clarify", "todo", "memory", "session_search", 
 """Toolsets whose tools change no file in the workspace."""
 
 
+def may_write(tool: Tool | None) -> bool:
+    """Could this tool change a file (an unknown one, say an MCP tool not listed yet, could)?"""
+    return tool is None or tool.toolset not in _READ_ONLY_TOOLSETS
+
+
 def open_checkpoints(agent: Agent, runtime: Runtime, session_id: str) -> SessionCheckpoints:
     """The session's checkpoints of the roots its commands may write (the working directory
     where the sandbox confines nothing); old sessions' checkpoints are pruned first. A
@@ -376,10 +381,8 @@ def open_checkpoints(agent: Agent, runtime: Runtime, session_id: str) -> Session
     spec = agent.spec
     settings = spec.config.checkpoints
     home = spec.home
-    may_write = runtime.tool_source is not None or any(
-        tool.toolset not in _READ_ONLY_TOOLSETS for tool in runtime.tools.values()
-    )
-    enabled = bool(settings.enabled) and spec.depth == 0 and may_write
+    writes = runtime.tool_source is not None or any(map(may_write, runtime.tools.values()))
+    enabled = bool(settings.enabled) and spec.depth == 0 and writes
     if enabled:
         prune(
             home,

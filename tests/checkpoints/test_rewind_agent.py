@@ -10,7 +10,7 @@ import pytest
 from checkpoint_support import tree_hash, turn, workspace_agent
 
 from helpers import scripted_agent
-from talaria.testing import text
+from talaria.testing import calls, text
 from talaria.testing.server import ScriptedProvider
 
 SCRIPT = 'mkdir -p "gen dir" && echo made > "gen dir/é.txt" && rm "notes/ünï file.txt" && rm -r old'
@@ -147,3 +147,72 @@ def test_an_agent_whose_tools_cannot_write_takes_no_snapshots(
         (turn,) = agent.checkpoints()
         assert turn.changed == () and agent.rewind(1, files=False).conversation
     assert not list((home / "checkpoints").glob("*/roots"))
+
+
+BACKGROUND_WRITER = (
+    "while [ ! -e go ]; do sleep 0.05; done; echo from the background > 'bg out.txt'; touch done"
+)
+RELEASE_IT = "touch go; while [ ! -e done ]; do sleep 0.05; done"
+"""Lets the background writer go and waits until it has written."""
+
+
+def test_a_background_process_is_caught_before_the_next_step_and_rewound(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    _seed(work)
+    before = tree_hash(work)
+    with workspace_agent(provider, tmp_path) as agent:
+        turn(
+            provider,
+            agent,
+            ("terminal", {"command": BACKGROUND_WRITER, "background": True}),
+            ("terminal", {"command": RELEASE_IT}),
+            ("write_file", {"path": "last.txt", "content": "last\n"}),
+        )
+        assert (work / "bg out.txt").read_text() == "from the background\n"
+        (summary,) = agent.checkpoints()
+        assert summary.steps == ("terminal", "terminal", "write_file")
+        assert {"bg out.txt", "go", "done", "last.txt"} <= set(summary.changed)
+
+        step = agent.rewind(1, step=3)  # before the write: the background's file was there
+        assert step.restored == ("last.txt",) and not step.conversation
+        assert (work / "bg out.txt").exists() and not (work / "last.txt").exists()
+        assert len(agent.messages) > 1, "a step rewinds the files only"
+
+        whole = agent.rewind(1, conversation=False)
+        assert "bg out.txt" in whole.restored
+        assert tree_hash(work) == before
+
+
+@pytest.mark.npm
+def test_an_mcp_tools_changes_are_caught_and_rewound(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    from mcp_support import npm_binary
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("one\n")
+    before = tree_hash(work)
+    server = {"command": npm_binary("mcp-server-filesystem"), "args": [str(work)]}
+    write = "mcp__files__write_file"
+    provider.add(
+        calls((write, {"path": str(work / "by mcp.txt"), "content": "made by the server\n"})),
+        calls((write, {"path": str(work / "notes.txt"), "content": "two\n"})),
+        text("done"),
+    )
+    with scripted_agent(
+        provider, tmp_path / "talaria", tools=[], toolsets=[], cwd=work,
+        mcp_servers={"files": {**server, "approval": "allow"}},
+    ) as agent:  # fmt: skip
+        agent.run_conversation("write with the server")
+        assert (work / "notes.txt").read_text() == "two\n"
+        (summary,) = agent.checkpoints()
+        assert summary.steps == (write, write)
+        assert sorted(summary.changed) == ["by mcp.txt", "notes.txt"]
+
+        assert agent.rewind(1, step=2).restored == ("notes.txt",)
+        assert (work / "notes.txt").read_text() == "one\n" and (work / "by mcp.txt").exists()
+        agent.rewind(1)
+        assert tree_hash(work) == before and agent.messages == []

@@ -40,6 +40,7 @@ def test_diff_checkpoints_and_rewind_end_to_end(provider: ScriptedProvider, tmp_
         assert http.get(f"/v1/sessions/{session}/diff?since=1").json()["diff"] == diff
         (turn,) = http.get(f"/v1/sessions/{session}/checkpoints").json()["data"]
         assert turn["id"] == 1 and sorted(turn["changed"]) == ["a b.txt", "ñ.txt"]
+        assert turn["steps"] == ["terminal"]
 
         assert http.post(f"/v1/sessions/{session}/rewind", json={"turn": 7}).status_code == 404
         assert http.post(f"/v1/sessions/{session}/rewind", json={}).status_code == 422
@@ -51,6 +52,12 @@ def test_diff_checkpoints_and_rewind_end_to_end(provider: ScriptedProvider, tmp_
         undo = {"turn": report["undo"], "conversation": False}
         assert http.post(f"/v1/sessions/{session}/rewind", json=undo).status_code == 200
         assert (work / "a b.txt").read_text() == "two\n"
+
+        rewind = f"/v1/sessions/{session}/rewind"
+        assert http.post(rewind, json={"turn": 1, "step": 9}).status_code == 404
+        step = http.post(rewind, json={"turn": 1, "step": 1}).json()  # the files only
+        assert step["step"] == 1 and step["conversation"] is False
+        assert step["restored"] == ["a b.txt", "ñ.txt"] and not (work / "ñ.txt").exists()
 
         assert http.delete(f"/v1/sessions/{session}").status_code == 200
         assert not (home / "checkpoints" / session).exists()

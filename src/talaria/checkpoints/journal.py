@@ -1,7 +1,8 @@
 """The session's list of checkpoints, one JSON file next to the shadow repositories.
 
-An entry is a turn (or a rewind): the trees of every writable root when it started and when
-it ended, and where the turn's messages start in the store, so a rewind can drop them.
+An entry is a turn (or a rewind): the trees of every writable root when it started, before
+each of its steps that could write, and when it ended, and where the turn's messages start in
+the store, so a rewind can drop them.
 Entry ids count up and are never reused, so "turn 3" names the same moment after a rewind.
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -31,6 +33,16 @@ class Checkpoint:
     """Root -> files left out of the start snapshot (over `checkpoints.max_file_bytes`)."""
     dropped: bool = False
     """The turn's messages were rewound away (its files can still be restored)."""
+    steps: list[Step] = field(default_factory=list)
+    """Before each step of the turn whose tools could write: the tools, and the trees."""
+
+
+@dataclass(slots=True)
+class Step:
+    """The trees before one step of a turn (its tools named in `label`)."""
+
+    label: str
+    trees: dict[str, str]
 
 
 class Journal:
@@ -41,7 +53,7 @@ class Journal:
         self.entries: list[Checkpoint] = []
         if path.exists():
             data = json.loads(path.read_text())
-            self.entries = [Checkpoint(**item) for item in data.get("entries", [])]
+            self.entries = [_entry(item) for item in data.get("entries", [])]
 
     def add(self, kind: str, label: str, seq: int, start: dict[str, str]) -> Checkpoint:
         entry = Checkpoint(
@@ -68,14 +80,23 @@ class Journal:
 
     def end_of(self, entry: Checkpoint) -> dict[str, str] | None:
         """The trees when `entry` ended; for one that never recorded its end (the process
-        died mid-turn), the start of the next entry."""
+        died mid-turn), the start of the next entry, or else the snapshot before its last
+        step (what the steps before that did is known)."""
         if entry.end is not None:
             return entry.end
         later = [other for other in self.entries if other.id > entry.id]
-        return later[0].start if later else None
+        if later:
+            return later[0].start
+        return entry.steps[-1].trees if entry.steps else None
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         temporary.write_text(json.dumps({"entries": [asdict(e) for e in self.entries]}))
         os.replace(temporary, self.path)
+
+
+def _entry(item: dict[str, Any]) -> Checkpoint:
+    """An entry as the file holds it (a journal written before steps were kept has none)."""
+    steps = item.pop("steps", None) or []
+    return Checkpoint(**item, steps=[Step(**step) for step in steps])

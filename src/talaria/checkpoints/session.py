@@ -1,10 +1,12 @@
 """Checkpoints of one session: a snapshot of every writable root per turn, rewind, and diff.
 
 What the agent changed is what changed *during* its turns (and rewinds): a change made
-between two turns is the user's. A rewind to turn N restores only paths the agent changed
-since N, and of those only the ones still as the agent left them (the user's later edits
-stay, and are reported). Files over the size cap and ignored folders are in no snapshot, so a
-restore never deletes or rewrites them; it says which paths it left alone.
+between two turns is the user's. Within a turn, a snapshot before each step whose tools could
+write marks a point a rewind can also go back to (files only). A rewind to turn N restores
+only paths the agent changed since N, and of those only the ones still as the agent left
+them (the user's later edits stay, and are reported). Files over the size cap and ignored
+folders are in no snapshot, so a restore never deletes or rewrites them; it says which paths
+it left alone.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from talaria.checkpoints import restore
-from talaria.checkpoints.journal import Checkpoint, Journal
+from talaria.checkpoints.journal import Checkpoint, Journal, Step
 from talaria.checkpoints.shadow import CheckpointError, Entry, ShadowRepo
 
 
@@ -31,6 +33,8 @@ class TurnSummary:
     changed: tuple[str, ...]
     """Paths the agent changed during it."""
     dropped: bool
+    steps: tuple[str, ...] = ()
+    """The tools of each step that could write, in order (step 1 is the first)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +50,12 @@ class RewindReport:
     conversation: bool = False
     undo: int | None = None
     """The checkpoint to rewind to for undoing this (the files as they were before it)."""
+    step: int | None = None
+    """The step of the turn rewound to before (None: the turn's start)."""
 
     def summary(self) -> str:
-        lines = [f"rewound to before turn {self.turn}"]
+        at = f"step {self.step} of turn {self.turn}" if self.step else f"turn {self.turn}"
+        lines = [f"rewound to before {at}"]
         if self.conversation:
             lines.append("· the conversation continues from before that turn")
         lines.append(f"· {len(self.restored)} file(s) restored")
@@ -101,6 +108,18 @@ class SessionCheckpoints:
         self._current = entry
         return entry
 
+    def before_step(self, label: str) -> None:
+        """Snapshot before a step of the turn whose tools could write (`label` names them):
+        what changed since the last snapshot (the step before, a background process, an MCP
+        server) is recorded, and a rewind can go back to this point. The shadow index is the
+        stat cache, so when nothing changed this is a walk of the folders that stores nothing."""
+        entry = self._current
+        if entry is None:
+            return
+        trees, _ = self._snapshot_all()
+        entry.steps.append(Step(label, trees))
+        self.journal.save()
+
     def end_turn(self) -> None:
         entry, self._current = self._current, None
         if entry is None:
@@ -121,9 +140,10 @@ class SessionCheckpoints:
                     changed += [self._shown(root, p) for p in repo.changes(start, end[root])]
             out.append(
                 TurnSummary(
-                    entry.id, entry.kind, entry.label, entry.at, tuple(changed), entry.dropped
+                    entry.id, entry.kind, entry.label, entry.at, tuple(changed), entry.dropped,
+                    tuple(step.label for step in entry.steps),
                 )
-            )
+            )  # fmt: skip
         return out
 
     def diff(self, since: int | None = None) -> str:
@@ -146,11 +166,15 @@ class SessionCheckpoints:
 
     # ---- rewinding ----------------------------------------------------------------------
 
-    def rewind(self, turn: int, *, files: bool, conversation: bool) -> RewindReport:
-        """Restore the files to what they were when `turn` began (after snapshotting them as
-        they are now, so this can be undone); `conversation` only marks the later turns'
-        messages as dropped (the caller truncates the history)."""
+    def rewind(
+        self, turn: int, *, files: bool, conversation: bool, step: int | None = None
+    ) -> RewindReport:
+        """Restore the files to what they were when `turn` began, or before its step `step`
+        (after snapshotting them as they are now, so this can be undone); `conversation` only
+        marks the later turns' messages as dropped (the caller truncates the history)."""
         target = self.journal.get(turn)
+        if step is not None:
+            return self._restore(target, False, self._step_of(target, step, files, conversation))
         if conversation and (target.kind != "turn" or target.dropped):
             raise ValueError(
                 f"checkpoint {turn} has no conversation to go back to"
@@ -167,18 +191,33 @@ class SessionCheckpoints:
             self.journal.save()
         return report
 
-    def _restore(self, target: Checkpoint, conversation: bool) -> RewindReport:
+    def _step_of(self, target: Checkpoint, step: int, files: bool, conversation: bool) -> int:
+        if conversation or not files:
+            raise ValueError("a step is rewound in its files only (conversation=False)")
+        if not self.enabled:
+            raise ValueError("file checkpoints are turned off (checkpoints.enabled: false)")
+        if not 1 <= step <= len(target.steps):
+            raise KeyError(
+                f"checkpoint {target.id} has no step {step} (it has {len(target.steps)})"
+            )
+        return step
+
+    def _restore(
+        self, target: Checkpoint, conversation: bool, step: int | None = None
+    ) -> RewindReport:
         later_ids = [entry.id for entry in self.journal.since(target.id)]
+        begin = target.steps[step - 1].trees if step else target.start
         now, _ = self._snapshot_all()
-        undo = self.journal.add("rewind", f"before rewind to turn {target.id}", -1, now)
+        where = f"step {step} of turn {target.id}" if step else f"turn {target.id}"
+        undo = self.journal.add("rewind", f"before rewind to {where}", -1, now)
         restored: list[str] = []
         kept: list[str] = []
         left: list[str] = []
-        for root, start in target.start.items():
+        for root, start in begin.items():
             if root not in now:
                 continue
             repo = self._repo(Path(root))
-            last = self._touched(root, target.id, upto=later_ids)
+            last = self._touched(root, target.id, upto=later_ids, first=start)
             over = set((target.over_cap or {}).get(root, ()))
             writes: dict[str, Entry] = {}
             for path, (was, current) in repo.changes(start, now[root]).items():
@@ -206,13 +245,18 @@ class SessionCheckpoints:
             tuple(sorted(left)),
             conversation,
             undo.id,
+            step,
         )
 
     def _touched(
-        self, root: str, since: int, upto: Sequence[int] | None = None
+        self,
+        root: str,
+        since: int,
+        upto: Sequence[int] | None = None,
+        first: str | None = None,
     ) -> dict[str, Entry | None]:
-        """Each path the agent changed in checkpoint `since` or later -> the entry it left
-        (the agent's last checkpoint of that path)."""
+        """Each path the agent changed in checkpoint `since` (from tree `first` on, when
+        given) or later -> the entry it left (the agent's last checkpoint of that path)."""
         repo = self._repo(Path(root))
         last: dict[str, Entry | None] = {}
         for entry in self.journal.since(since):
@@ -221,7 +265,8 @@ class SessionCheckpoints:
             end = self.journal.end_of(entry)
             if end is None or root not in end or root not in entry.start:
                 continue
-            for path, (_, new) in repo.changes(entry.start[root], end[root]).items():
+            begin = first if first is not None and entry.id == since else entry.start[root]
+            for path, (_, new) in repo.changes(begin, end[root]).items():
                 last[path] = new
         return last
 

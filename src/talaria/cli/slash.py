@@ -370,22 +370,34 @@ def _undo(host: CommandHost, arg: str) -> None:
 _REWIND_WHAT = {"both": (True, True), "files": (True, False), "conversation": (False, True)}
 
 
+REWIND_USAGE = "usage: /rewind <turn>[.<step>] [files|conversation|both]"
+
+
 def _rewind(host: CommandHost, arg: str) -> None:
-    """Without an argument, the turns with what changed in each; `/rewind N [what]` goes
-    back to before turn N (files, conversation or both)."""
+    """Without an argument, the turns with what changed in each (and their steps that could
+    write); `/rewind N [what]` goes back to before turn N (files, conversation or both),
+    `/rewind N.S` to before step S of turn N (files only)."""
     from talaria.checkpoints import CheckpointError
 
     words = arg.split()
     if not words:
         _list_turns(host)
         return
-    what = words[1] if len(words) > 1 else "both"
-    if not words[0].isdigit() or what not in _REWIND_WHAT or len(words) > 2:
-        host.renderer.error("usage: /rewind <turn> [files|conversation|both]")
+    turn, dot, step = words[0].partition(".")
+    what = words[1] if len(words) > 1 else ("files" if dot else "both")
+    if (
+        not turn.isdigit()
+        or (dot and not step.isdigit())
+        or what not in _REWIND_WHAT
+        or len(words) > 2
+    ):
+        host.renderer.error(REWIND_USAGE)
         return
     files, conversation = _REWIND_WHAT[what]
     try:
-        report = host.agent.rewind(int(words[0]), files=files, conversation=conversation)
+        report = host.agent.rewind(
+            int(turn), files=files, conversation=conversation, step=int(step) if dot else None
+        )
     except (KeyError, ValueError, CheckpointError) as exc:
         host.renderer.error(str(exc.args[0] if isinstance(exc, KeyError) else exc))
         return
@@ -404,7 +416,11 @@ def _list_turns(host: CommandHost) -> None:
         host.renderer.note(
             f"       {len(turn.changed)} file(s) changed{': ' if changed else ''}{changed}"
         )
-    host.renderer.note("  /rewind <turn> [files|conversation|both] goes back to before it")
+        if turn.steps:
+            steps = " · ".join(f"{turn.id}.{n} {tools}" for n, tools in enumerate(turn.steps, 1))
+            host.renderer.note(f"       steps: {steps}")
+    host.renderer.note("  /rewind <turn> [files|conversation|both] goes back to before it; "
+                       "/rewind <turn>.<step>: the files before that step")  # fmt: skip
 
 
 def _diff(host: CommandHost, arg: str) -> None:

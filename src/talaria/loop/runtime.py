@@ -96,6 +96,9 @@ class Runtime:
     """When set, only these of the tool source's tools are offered (a named sub-agent's)."""
     steering: SteeringInbox = field(default_factory=SteeringInbox)
     """What the user says while the turn runs (steers; messages for the next turn)."""
+    before_tools: Callable[[list[str]], Awaitable[None]] | None = None
+    """Called with the names of a step's tools before they run (the agent's checkpoint
+    before each step that could write; None: nothing)."""
     _source_names: list[str] = field(default_factory=list, init=False)
     _side_usage: Usage = field(default_factory=Usage, init=False)
     _side_models: UsageLedger = field(default_factory=UsageLedger, init=False)

@@ -469,6 +469,8 @@ async def _run_tools(
         names = ", ".join(calls[index].name for index in sorted(refused))
         rt.emit(Notice("warning", f"loop guard: refused to run {names} again"))
     rt.emit(StatusChanged("executing_tools", ", ".join(call.name for call in runnable)))
+    if rt.before_tools is not None and runnable:
+        await rt.before_tools([call.name for call in runnable])
 
     def make_context(call: ToolCall, cancel: threading.Event) -> ToolContext[AgentServices | None]:
         return ToolContext(

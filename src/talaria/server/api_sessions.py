@@ -102,13 +102,14 @@ async def rewind_session(request: Request) -> Response:
     stay), its conversation, or both; the files as they were are kept as a checkpoint first."""
     body = await read_json(request)
     turn = field_of(body, "turn", int, required=True)
+    step = field_of(body, "step", int, default=None)
     files = field_of(body, "files", bool, default=True)
-    conversation = field_of(body, "conversation", bool, default=True)
+    conversation = field_of(body, "conversation", bool, default=step is None)
     if not (files or conversation):
         raise ApiError(422, "nothing to rewind: 'files' and 'conversation' are both false")
     agent = await hub_of(request).idle_agent(request.path_params["session_id"])
     try:
-        report = await agent.arewind(turn, files=files, conversation=conversation)
+        report = await agent.arewind(turn, files=files, conversation=conversation, step=step)
     except KeyError as exc:
         raise ApiError(404, str(exc.args[0])) from None
     except (ValueError, CheckpointError) as exc:

@@ -141,6 +141,10 @@ SCHEMAS: dict[str, Any] = {
                 "type": ["integer", "null"],
                 "description": "the checkpoint to rewind the files to, to undo this rewind",
             },
+            "step": {
+                "type": ["integer", "null"],
+                "description": "the step of the turn rewound to before (null: its start)",
+            },
             "summary": {"type": "string"},
         },
     },
@@ -153,6 +157,11 @@ SCHEMAS: dict[str, Any] = {
             "at": {"type": "number"},
             "changed": _STRINGS,
             "dropped": {"type": "boolean", "description": "its messages were rewound away"},
+            "steps": {
+                **_STRINGS,
+                "description": "the tools of each step that could write (step 1 first): a "
+                "rewind with `step` goes back to before one",
+            },
         },
     },
 }
@@ -358,8 +367,15 @@ def _paths() -> dict[str, Any]:
                     "required": ["turn"],
                     "properties": {
                         "turn": {"type": "integer"},
+                        "step": {
+                            "type": "integer",
+                            "description": "before this step of the turn (files only)",
+                        },
                         "files": {"type": "boolean", "default": True},
-                        "conversation": {"type": "boolean", "default": True},
+                        "conversation": {
+                            "type": "boolean",
+                            "description": "default: true, false with `step`",
+                        },
                     },
                 },
             )
