@@ -51,29 +51,21 @@ class SettingsHooks:
         self._started: set[str] = set()
 
     def register(self, bus: HookBus) -> None:
-        points: dict[str, Callable[..., Any]] = {
-            "PreToolUse": self.pre_tool_use,
-            "PostToolUse": self.post_tool_use,
-            "PostToolUseFailure": self.post_tool_failure,
-            "PermissionRequest": self.permission_request,
-            "PreCompact": self.pre_compact,
-            "Stop": self.stop,
-            "SubagentStop": self.subagent_stop,
-            "SessionEnd": self.session_end,
+        """Each configured event's adapter, on its bus point (SessionStart runs with the
+        session's first prompt, off the event loop, so it rides on `user_prompt_submit`)."""
+        points: dict[str, tuple[str, Callable[..., Any]]] = {
+            "PreToolUse": ("pre_tool_call", self.pre_tool_use),
+            "PostToolUse": ("transform_tool_result", self.post_tool_use),
+            "PostToolUseFailure": ("post_tool_call", self.post_tool_failure),
+            "PermissionRequest": ("permission_request", self.permission_request),
+            "PreCompact": ("pre_compact", self.pre_compact),
+            "Stop": ("stop", self.stop),
+            "SubagentStop": ("subagent_stop", self.subagent_stop),
+            "SessionEnd": ("on_session_end", self.session_end),
         }
-        names = {
-            "PreToolUse": "pre_tool_call",
-            "PostToolUse": "transform_tool_result",
-            "PostToolUseFailure": "post_tool_call",
-            "PermissionRequest": "permission_request",
-            "PreCompact": "pre_compact",
-            "Stop": "stop",
-            "SubagentStop": "subagent_stop",
-            "SessionEnd": "on_session_end",
-        }
-        for event, hook in points.items():
+        for event, (point, hook) in points.items():
             if self.hooks.has(event):
-                bus.register(names[event], hook, timeout=self._budget(event))
+                bus.register(point, hook, timeout=self._budget(event))
         if self.hooks.has("UserPromptSubmit") or self.hooks.has("SessionStart"):
             budget = self._budget("UserPromptSubmit") + self._budget("SessionStart")
             bus.register("user_prompt_submit", self.user_prompt_submit, timeout=budget)
