@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway_support import running_gateway
-from helpers import scripted_agent
+from helpers import scripted_agent, when
 from talaria import Agent
 from talaria import events as ev
 from talaria.cli.stream_json import event_record
@@ -225,6 +225,24 @@ def test_parallel_children_ask_at_once_and_each_answer_reaches_its_own_child(
     statuses = [(r["goal"], r["status"]) for r in results(result)]
     assert statuses == [("remove left", "completed"), ("remove right", "denied")]
 
+
+
+def test_interrupting_the_parent_withdraws_its_childs_request(tmp_path: Path) -> None:
+    target = tmp_path / "scratch"
+    target.mkdir()
+    seen: list[ev.Event] = []
+    with (
+        ScriptedProvider(script=script({"goal": "remove scratch"}, dangerous(target))) as p,
+        parent_agent(p, tmp_path, event_callback=seen.append) as parent,
+    ):
+        parent.subscribe(lambda event: None, answers=["approval"])  # asked, never answered
+        when(lambda: parent.pending_requests, parent.interrupt)
+        result = parent.run_conversation(user_message="clean")
+    (asked,) = [e for e in seen if isinstance(e, ev.ApprovalRequested)]
+    withdrawn = [e for e in seen if isinstance(e, ev.RequestWithdrawn)]
+    assert [(e.request_id, e.reason) for e in withdrawn] == [(asked.request_id, "interrupted")]
+    assert result["interrupted"] and target.exists()
+    assert parent.pending_requests == []
 
 def test_a_childs_clarify_question_is_answered_at_the_root(tmp_path: Path) -> None:
     define(tmp_path / "agents", "asker", "description: Asks.\ntools: [clarify, read_file]")
