@@ -226,7 +226,6 @@ def test_parallel_children_ask_at_once_and_each_answer_reaches_its_own_child(
     assert statuses == [("remove left", "completed"), ("remove right", "denied")]
 
 
-
 def test_interrupting_the_parent_withdraws_its_childs_request(tmp_path: Path) -> None:
     target = tmp_path / "scratch"
     target.mkdir()
@@ -243,6 +242,7 @@ def test_interrupting_the_parent_withdraws_its_childs_request(tmp_path: Path) ->
     assert [(e.request_id, e.reason) for e in withdrawn] == [(asked.request_id, "interrupted")]
     assert result["interrupted"] and target.exists()
     assert parent.pending_requests == []
+
 
 def test_a_childs_clarify_question_is_answered_at_the_root(tmp_path: Path) -> None:
     define(tmp_path / "agents", "asker", "description: Asks.\ntools: [clarify, read_file]")
