@@ -82,11 +82,13 @@ class AgentSpec:
     ) -> AgentSpec:
         """A `delegate_task` child as `plan` says (its toolsets and tools; its model and budget,
         else this model chain and `delegation.max_iterations`): this configuration (overrides
-        included), `delegation.approvals` for its approval mode; no user tools or plugins of
+        included), `delegation.approvals` for its approval mode (a plan that asks nobody is
+        `manual`: what needs a yes is refused, never run unasked); no user tools or plugins of
         its own (it shares the parent's hooks), no streaming, and no children of its own."""
         config = self.config
         overrides = copy.deepcopy(config.data)
-        overrides.setdefault("approvals", {})["mode"] = config.delegation.approvals
+        mode = config.delegation.approvals if plan.ask_user else "manual"  # deny: always asks
+        overrides.setdefault("approvals", {})["mode"] = mode  # (nobody), so always refuses
         model = self.model
         if plan.model is not None and not hasattr(model.model, "complete"):
             model = replace(model, model=plan.model)

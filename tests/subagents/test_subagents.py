@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway_support import running_gateway
 from helpers import scripted_agent, when
 from talaria import Agent
@@ -172,18 +174,22 @@ def test_with_nobody_to_answer_a_child_is_denied_and_the_parent_told(tmp_path: P
     assert not [e for e in seen if isinstance(e, ev.ApprovalRequested)]
 
 
+@pytest.mark.parametrize("children", ["manual", "off"])
 def test_a_definition_that_asks_nobody_is_denied_even_with_a_user_at_hand(
-    tmp_path: Path,
+    tmp_path: Path, children: str
 ) -> None:
     target = tmp_path / "scratch"
     target.mkdir()
     define(tmp_path / "agents", "careful", "description: Never asks.\napprovals: deny")
     asked: list[Any] = []
+    config = {"delegation.approvals": children}
     with (
         ScriptedProvider(
             script=script({"agent": "careful", "goal": "remove it"}, dangerous(target))
         ) as p,
-        parent_agent(p, tmp_path, approval_callback=lambda r: asked.append(r) or "once") as a,
+        parent_agent(
+            p, tmp_path, config=config, approval_callback=lambda r: asked.append(r) or "once"
+        ) as a,
     ):
         result = a.run_conversation(user_message="clean")
     assert target.exists() and asked == []
