@@ -50,7 +50,7 @@ def recorder() -> RecordingStream:
 
 SERVICES = (
     "bwrap", "postgres", "temporal", "browser", "npm", "model_server", "pty",
-    "synapse", "dovecot", "prosody",
+    "synapse", "dovecot", "prosody", "ngircd",
 )  # fmt: skip
 """Markers of tests that need a real service; each also gets the umbrella marker `services`,
 so `pytest -m "not services"` runs the part that needs none."""
@@ -65,11 +65,12 @@ SERVICE_FIXTURES = {
     "synapse": "synapse",  # tests/gateway/: the real chat servers
     "mail_server": "dovecot",
     "xmpp_server": "prosody",
+    "irc_server": "ngircd",
 }
 """A test that asks for one of these fixtures needs that service, marked or not."""
 
 
-CHAT_SERVERS = ("synapse", "dovecot", "prosody")
+CHAT_SERVERS = ("synapse", "dovecot", "prosody", "ngircd")
 """The gateway's real chat servers: one worker runs each one's tests, so each starts once."""
 
 INTEGRATION_FOLDERS = frozenset({"acp", "durable", "e2e", "mcp", "server", "bench"})

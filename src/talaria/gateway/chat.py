@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +24,7 @@ from talaria.skills.invoke import with_skill
 from talaria.store.base import SessionStore
 from talaria.store.ledger import DeliveryLedger, OutboundPart
 from talaria.store.schema import USAGE_BUCKETS
+from talaria.turn_stream import TurnEvents
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -38,6 +39,10 @@ log = logging.getLogger("talaria.gateway")
 AgentFactory = Callable[[str, "str | None"], "Agent"]
 """Builds the agent of a session id, on a model (None: the configured one)."""
 TYPING_EVERY_S = 4.0
+ANSWERS = ("approval", "clarify")
+"""The requests a chat answers (buttons or commands)."""
+COMMAND_MARKS = "/!"
+"""`/new` or `!new` (IRC and some clients keep `/` for their own commands)."""
 APPROVAL_BUTTONS = (("Allow once", "once"), ("Allow for this chat", "session"), ("Deny", "deny"))
 BUSY_ACKS = {
     "queue": "Queued: I will answer this when the current task is done.",
@@ -176,7 +181,7 @@ class ChatSession:
     async def _message(self, message: Inbound) -> None:
         text = access.strip_address(self.settings, message.text).strip()
         await self._load()
-        if text.startswith("/") and await self._command(message, text):
+        if text[:1] in COMMAND_MARKS and await self._command(message, text):
             await self._finish(message)
             return
         if await self._answers_clarify(message, text):
@@ -214,29 +219,39 @@ class ChatSession:
 
     # ---- the turn -------------------------------------------------------------------------
 
-    async def _run(self, text: str) -> None:
+    async def _run(self, text: str | None) -> None:
+        """One run: `text`'s turn (None: the messages waiting in the agent's queue), then
+        each queued message's, until none waits."""
         generation = self.generation
         view = TurnView(self.ui)
         typing = asyncio.create_task(self._keep_typing())
+        agent: Agent | None = None
         try:
             agent = await self._agent()
-            text = await run_blocking(with_skill, text, agent.skills)
-            stream = agent.events(
-                text, system_message=self.room.prompt or self.settings.prompt,
-                answers=("approval", "clarify"),
-            )  # fmt: skip
-            async for event in stream:
+            async for event in await self._events(agent, text):
                 await self._on_event(event, view, generation)
         except Exception as exc:
             log.exception("%s: a turn failed", self.chat.platform)
             await self.say(f"Sorry, that failed: {type(exc).__name__}", f"fail-{new_session_id()}")
         finally:
             typing.cancel()
-            taken, self.taken, self.waiting = self.taken, [], {}
-            for message_id in taken:
+            waiting = set(self.waiting.values())
+            done = [m for m in self.taken if m not in waiting]
+            self.taken = [m for m in self.taken if m in waiting]
+            for message_id in done:
                 await run_blocking(
                     self.ctx.store.ledger_finish_inbound, self.chat.platform, message_id
                 )
+        if agent is not None and generation == self.generation and agent.queued_messages:
+            # queued just as the run looked at its queue for the last time
+            self.run = asyncio.create_task(self._run(None))
+
+    async def _events(self, agent: Agent, text: str | None) -> AsyncIterable[ev.Event]:
+        if text is None:
+            return TurnEvents(agent.arun_queued, agent.subscribe, agent.interrupt, ANSWERS)
+        text = await run_blocking(with_skill, text, agent.skills)
+        prompt = self.room.prompt or self.settings.prompt
+        return agent.events(text, system_message=prompt, answers=ANSWERS)
 
     async def _keep_typing(self) -> None:
         if not self.ui.platform.capabilities.typing:
@@ -343,7 +358,7 @@ class ChatSession:
     async def _answers_clarify(self, message: Inbound, text: str) -> bool:
         """A plain reply while a question is open answers it (the newest one)."""
         open_questions = [n for n, p in self.requests.items() if p.kind == "clarify"]
-        if not open_questions or text.startswith("/"):
+        if not open_questions or text[:1] in COMMAND_MARKS:
             return False
         number = open_questions[-1]
         choices = self.requests[number].choices
@@ -379,8 +394,10 @@ class ChatSession:
     async def _stop(self, message: Inbound, rest: str) -> str:
         if self.agent is None or self.run is None or self.run.done():
             return "Nothing is running."
+        dropped = self.agent.clear_queue()
+        self.waiting.clear()
         self.agent.interrupt(reason="stopped from the chat")
-        return "Stopped."
+        return f"Stopped (and dropped {dropped} queued)." if dropped else "Stopped."
 
     async def _model(self, message: Inbound, rest: str) -> str:
         if not rest:

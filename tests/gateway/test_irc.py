@@ -1,0 +1,144 @@
+"""The gateway on IRC: the `irc` library's asyncio client against a real ngIRCd on loopback,
+people talking to it from plain IRC connections, the model scripted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from irc_server import IrcServer, IrcUser, irc_server  # noqa: F401 - the fixture
+
+from gateway_support import Harness, running_gateway
+from helpers import FOREVER
+from talaria.gateway.irc import LINE_BYTES, IrcPlatform, irc_lines
+from talaria.testing import ScriptedProvider, calls, text
+
+BOT, CHANNEL = "talaria", "#talaria"
+pytestmark = pytest.mark.ngircd
+
+
+@asynccontextmanager
+async def irc_gateway(
+    server: ScriptedProvider, home: Path, irc: IrcServer, **kwargs: Any
+) -> AsyncIterator[Harness]:
+    nick = f"{BOT}{home.name[-6:].replace('_', '')}"
+    options = {"server": "127.0.0.1", "port": irc.port, "nick": nick, "channels": [CHANNEL]}
+    chosen = {"allow_users": ["alice"], **kwargs.pop("settings", {})}
+    platform = IrcPlatform("irc", options)
+    async with running_gateway(server, home, platform=platform, settings=chosen, **kwargs) as gw:
+        yield gw
+
+
+def _bot(gw: Harness) -> str:
+    return str(gw.platform.nick)
+
+
+async def test_a_private_message_gets_one_answer_line_by_line(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    server = ScriptedProvider([text("First line.\n\nSecond line.")])
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            alice.say(_bot(gw), "hi")
+            await alice.until(lambda: "Second line." in alice.texts())
+    assert alice.texts() == ["First line.", "Second line."]
+
+
+async def test_a_tool_turn_in_a_channel_shows_a_line_per_tool(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    server = ScriptedProvider([calls(("add", {"a": 3, "b": 4})), text("Seven.")])
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            await alice.join(CHANNEL, _bot(gw))
+            alice.say(CHANNEL, "just chatting")
+            alice.say(CHANNEL, f"{_bot(gw)}: add 3 and 4")
+            await alice.until(lambda: "Seven." in alice.texts(CHANNEL))
+    assert alice.texts(CHANNEL) == ["✓ add → 7", "Seven."]
+    assert server.requests[0].body["messages"][-1]["content"] == "add 3 and 4"
+
+
+async def test_an_approval_is_answered_with_a_command(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    server = ScriptedProvider([calls(("terminal", {"command": f"rm -rf {doomed}"})), text("Done.")])
+    agent = {"toolsets": ["terminal"], "tools": []}
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server, agent=agent) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            alice.say(_bot(gw), "remove it")
+            await alice.until(lambda: any("/approve 1" in t for t in alice.texts()))
+            alice.say(_bot(gw), "!approve 1")
+            await alice.until(lambda: "Done." in alice.texts())
+    assert not doomed.exists() and "Request 1 approved." in alice.texts()
+
+
+async def test_a_stranger_gets_nothing(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    server = ScriptedProvider([text("for alice")])
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server, settings={"pairing": False}) as gw,
+            IrcUser("mallory", irc_server.port) as mallory,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            await mallory.join(CHANNEL, _bot(gw))
+            mallory.say(CHANNEL, f"{_bot(gw)}: hello")
+            mallory.say(_bot(gw), "hello?")
+            alice.say(_bot(gw), "hi")
+            await alice.until(lambda: "for alice" in alice.texts())
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("irc"))
+    assert mallory.texts() == [] and len(server.requests) == 1
+
+
+async def test_stop_ends_the_turn_and_a_queued_message_waits_its_turn(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    server = ScriptedProvider([text("never", delay=FOREVER), text("later", delay=0.5), text("2")])
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            alice.say(_bot(gw), "slow")
+            await alice.until(lambda: server.requests)
+            alice.say(_bot(gw), "!stop")
+            await alice.until(lambda: "Stopped." in alice.texts())
+            alice.say(_bot(gw), "one")
+            await alice.until(lambda: len(server.requests) == 2)
+            alice.say(_bot(gw), "two")
+            await alice.until(lambda: "2" in alice.texts())
+            await asyncio.sleep(0.2)
+    texts = alice.texts()
+    assert "never" not in texts
+    assert (
+        texts.index("Queued: I will answer this when the current task is done.")
+        < (texts.index("later"))
+        < texts.index("2")
+    )
+
+
+def test_long_lines_are_cut_within_the_protocol_limit() -> None:
+    lines = irc_lines("é" * 500 + "\n\nshort")
+    assert all(len(line.encode()) <= LINE_BYTES for line in lines)
+    assert "".join(lines[:-1]) == "é" * 500 and lines[-1] == "short"
