@@ -284,3 +284,26 @@ async def test_after_a_restart_a_pending_answer_is_sent_once(tmp_path: Path) -> 
         "(sent again after a restart; you may see this twice)\nmaybe sent",
     ]
     assert server.requests == []
+
+
+async def test_a_session_past_the_threshold_is_compressed_between_turns(tmp_path: Path) -> None:
+    words = "word " * 1200
+    answers = [text("one " * 600), text("two " * 600), text("SUMMARY of it all"), text("three")]
+    server = ScriptedProvider(answers)
+    agent = {"config": {"context.engine": "default", "model.context_length": 4500,
+                        "compression.threshold": 0.9, "compression.protect_last_n": 1}}  # fmt: skip
+    with server:
+        async with running_gateway(server, tmp_path, agent=agent) as gw:
+            for n, first_word in enumerate(["first", "second"]):
+                await gw.platform.deliver(user_message(f"{first_word} {words}"))
+                await gw.until(lambda n=n: len(gw.platform.messages) == n + 1)
+            await gw.platform.deliver(user_message("third"))  # the summary comes first
+            await gw.platform.wait_for(lambda m: m.text == "three")
+            chat = gw.store.ledger_chat(ChatRef("fake", "dm-alice").key)
+            sessions = gw.store.list_sessions()
+    assert gw.texts() == ["one " * 600, "two " * 600, "three"]
+    summarising, after = server.requests[2].body, server.requests[3].body
+    assert "compress" in summarising["messages"][0]["content"]
+    assert "SUMMARY of it all" in str(after["messages"]) and "second word" not in str(after)
+    assert chat is not None and chat["session_id"] == sessions[0].id
+    assert sessions[0].parent_session_id == sessions[1].id

@@ -78,6 +78,7 @@ def _serve(args: argparse.Namespace, config: Any, store: Any) -> int:
         store,
         _agent_factory(args, store),
         edit_interval=float(config.get("gateway.edit_interval")),
+        compress_at=float(config.get("gateway.compress_at")),
     )
     asyncio.run(_run_until_stopped(gateway, [s.name for s in chosen]))
     return 0

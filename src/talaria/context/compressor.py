@@ -240,6 +240,10 @@ class Compressor(ContextEngine):
         )
         return await (rt.interrupt.race(probe) if interruptible else probe)
 
+    async def fill(self, rt: Runtime, session: SessionHandle) -> float | None:
+        window = await self.window(rt, interruptible=False)
+        return self._estimate(rt, session) / window if window else None
+
     def _estimate(self, rt: Runtime, session: SessionHandle) -> int:
         return int(self.tracker.estimate([*_system(session), *session.history], rt.tool_schemas))
 

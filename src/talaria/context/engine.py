@@ -38,6 +38,11 @@ class ContextEngine(ABC):
         """Compress now, whatever the size (`/compress`). False when nothing changed."""
         return False
 
+    async def fill(self, rt: Runtime, session: SessionHandle) -> float | None:
+        """The share of the window the session's context takes now (None: unknown); what a
+        front end checks between turns (the gateway compresses past `gateway.compress_at`)."""
+        return None
+
     async def window(self, rt: Runtime, *, interruptible: bool = True) -> int | None:
         """The context window it works against, in tokens (None: unknown). Not interruptible
         before a turn starts: the lookup is short, and an interrupt then ends the turn."""

@@ -80,6 +80,8 @@ class GatewayContext:
     outbox: Outbox
     store: GatewayStore
     make_agent: AgentFactory
+    compress_at: float = 0.85
+    """Between turns, a session whose context fills more of the window is compressed."""
 
 
 class ChatSession:
@@ -97,6 +99,8 @@ class ChatSession:
         """Inbound ids of the running run not yet answered."""
         self.waiting: dict[str, str] = {}
         """Queued message id -> the inbound id it came from (not yet started)."""
+        self.finishing = False
+        """The run's last turn has answered and nothing waits: a new message is no busy one."""
         self.stale_agent = False
         """The model changed: the next turn gets a new agent (this one may still run)."""
         self.requests: dict[str, Pending] = {}
@@ -187,6 +191,8 @@ class ChatSession:
         if await self._answers_clarify(message, text):
             await self._finish(message)
             return
+        while self.run is not None and not self.run.done() and self.finishing:
+            await asyncio.wait([self.run])  # answered: only its bookkeeping is left
         if self.run is not None and not self.run.done():
             await self._while_busy(message, text)
             return
@@ -228,6 +234,7 @@ class ChatSession:
         agent: Agent | None = None
         try:
             agent = await self._agent()
+            await self._compress_if_full(agent)
             async for event in await self._events(agent, text):
                 await self._on_event(event, view, generation)
         except Exception as exc:
@@ -246,6 +253,20 @@ class ChatSession:
             # queued just as the run looked at its queue for the last time
             self.run = asyncio.create_task(self._run(None))
 
+    async def _compress_if_full(self, agent: Agent) -> None:
+        """Compress a session past `compress_at` of its window before the next message's
+        turn starts (between turns), rather than in the middle of that turn."""
+        try:
+            fill = await agent.context_fill()
+            if fill is None or fill <= self.ctx.compress_at or not await agent.acompress():
+                return
+        except Exception:
+            log.warning("%s: compressing the session failed", self.chat.platform, exc_info=True)
+            return
+        if agent.session_id and agent.session_id != self.session_id:
+            self.session_id = agent.session_id  # compression continues in a child session
+            await self._save()
+
     async def _events(self, agent: Agent, text: str | None) -> AsyncIterable[ev.Event]:
         if text is None:
             return TurnEvents(agent.arun_queued, agent.subscribe, agent.interrupt, ANSWERS)
@@ -262,6 +283,7 @@ class ChatSession:
 
     async def _on_event(self, event: ev.Event, view: TurnView, generation: int) -> None:
         if isinstance(event, ev.TurnStarted):
+            self.finishing = False
             view.reset()
         elif isinstance(event, ev.TurnFinished):
             await self._turn_finished(event, view, generation)
@@ -289,6 +311,7 @@ class ChatSession:
         reply_to = answered[-1] if answered else None
         parts = view.answer(turn_id, text, reply_to)
         inbound = (self.chat.platform, answered[0]) if answered else None
+        self.finishing = not self.waiting
         await self.ctx.outbox.post(parts, inbound)
         for message_id in answered[1:]:
             await run_blocking(self.ctx.store.ledger_finish_inbound, self.chat.platform, message_id)

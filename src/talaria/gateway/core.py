@@ -79,6 +79,7 @@ class Gateway:
         make_agent: AgentFactory,
         *,
         edit_interval: float = 1.0,
+        compress_at: float = 0.85,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.store = store
@@ -91,7 +92,7 @@ class Gateway:
                 return ChatUI(platform, chat, stream=stream, edit_interval=edit_interval)
 
             outbox = Outbox(platform, store, sleep)
-            ctx = GatewayContext(settings, ui, outbox, store, make_agent)
+            ctx = GatewayContext(settings, ui, outbox, store, make_agent, compress_at)
             self.connected[settings.name] = Connected(settings, platform, ctx)
 
     async def start(self) -> None:
