@@ -12,10 +12,10 @@ import pytest
 from talaria.testing import tls
 
 
-def server_context(directory: Path) -> tuple[ssl.SSLContext, Path]:
-    """A server-side TLS context with a fresh certificate, and that certificate's file."""
+def server_context(directory: Path, name: str = "127.0.0.1") -> tuple[ssl.SSLContext, Path]:
+    """A server-side TLS context with a fresh certificate for `name`, and its file."""
     if shutil.which("openssl") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("openssl is required for the TLS tests (apt-get install openssl)")
         pytest.skip("openssl is not installed")
-    return tls.server_context(directory)
+    return tls.server_context(directory, name)

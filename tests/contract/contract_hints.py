@@ -27,6 +27,11 @@ HINTS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "read_file": {"path": PATHS},
     "write_file": {"path": PATHS},
     "patch": {"path": PATHS, "old_string": st.sampled_from(["hello", "line", "", "x"])},
+    "execute_code": {
+        "code": st.sampled_from(
+            ["print(1)", "", "from talaria_tools import read_file\nprint(read_file('notes.txt'))"]
+        )
+    },
     "search_files": {
         "path": PATHS,
         "pattern": st.one_of(st.sampled_from(["(", "hel+o"]), SAFE_TEXT),

@@ -1,10 +1,11 @@
 """The built-in toolsets and which of them an agent gets.
 
 Toolset names are a public contract: terminal, file, clarify, todo, memory, session_search,
-delegation, web, skills, browser. By default every toolset is on where it can work: `clarify`
+delegation, web, skills, browser, code. By default every toolset is on where it can work: `clarify`
 needs someone to answer, `memory` needs memory enabled, `delegation` is not offered to
 children. `web` reaches outside the machine, so it is on by default only with `web.enabled:
-true` (else by name); `browser` likewise with `browser.enabled: true`.
+true` (else by name); `browser` likewise with `browser.enabled: true`; `code`
+(`execute_code`) only by name.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ TOOLSETS: tuple[str, ...] = (
     "web",
     "skills",
     "browser",
+    "code",
 )
 
 
@@ -51,6 +53,7 @@ def builtin_tools(config: Any = None) -> list[Tool]:
     from talaria.tools.browser.settings import BrowserSettings
     from talaria.tools.browser.tools import browser_tools
     from talaria.tools.builtin import builtin_tools as core_tools
+    from talaria.tools.builtin.code import CODE_TOOL
     from talaria.tools.web.settings import WebSettings
     from talaria.tools.web.tools import web_tools
 
@@ -63,6 +66,7 @@ def builtin_tools(config: Any = None) -> list[Tool]:
         *web_tools(web),
         *skill_tools,
         *browser_tools(web, BrowserSettings.from_config(config)),
+        CODE_TOOL,
     ]
 
 
@@ -73,6 +77,7 @@ def default_toolsets(caps: Capabilities) -> list[str]:
         "delegation": not caps.can_delegate,
         "web": not caps.web_enabled,
         "browser": not caps.browser_enabled,
+        "code": True,  # only when named: a program that calls tools is a choice to make
     }
     return [name for name in TOOLSETS if not excluded.get(name, False)]
 

@@ -133,8 +133,21 @@ def assess_tool_call(
     `boundary` says whether a command would run inside the sandbox."""
     if tool_name == "terminal":
         return _assess_terminal(arguments, cwd, home, boundary)
+    if tool_name == "execute_code":  # judged as the terminal judges running that program
+        code = arguments.get("code")
+        if not isinstance(code, str):
+            return None
+        return _assess_terminal({"command": python_command(code)}, cwd, home, boundary)
     assessor = _ASSESSORS.get(tool_name, own_assessor)
     return assessor(arguments, cwd, home) if assessor else None
+
+
+def python_command(code: str) -> str:
+    """The terminal command that runs `code` as `execute_code` does: what its approval judges
+    and shows."""
+    import shlex
+
+    return f"python3 -c {shlex.quote(code)}"
 
 
 def _assess_terminal(

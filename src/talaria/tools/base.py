@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -26,6 +26,17 @@ else:  # the default only matters to type checkers; typing_extensions is not imp
 
 class ToolError(Exception):
     """Raised by a handler to report a failure the model should read (no traceback shown)."""
+
+
+class ToolCaller(Protocol):
+    """`ToolContext.call_tool`: the agent's tools, and a way to call one."""
+
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
+
+    async def __call__(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """(result, is_error) of calling tool `name` with `arguments`."""
+        ...
 
 
 @dataclass(slots=True)
@@ -51,6 +62,10 @@ class ToolContext(Generic[ServicesT]):
     `talaria.core.ToolApprover`); the executor gives every call one. None outside a run."""
     sandbox: SandboxPolicy | None = None
     """The sandbox commands run under (None: unconfined)."""
+    call_tool: ToolCaller | None = None
+    """Runs another tool of this agent as if the model had called it: the same hooks,
+    approval policy and events as a direct call. Given by the executor (`execute_code` uses
+    it); None outside a run."""
     approved: str = ""
     """The command text the user (or a grant) approved for this call, empty when none was
     needed: a file tool writes only what was judged (`talaria.tools.write_boundary`)."""

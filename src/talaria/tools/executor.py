@@ -17,6 +17,7 @@ never a Python class name, traceback or module path (see docs/tools.md).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -52,6 +53,9 @@ from talaria.tools.validate import ArgumentError, validate_arguments
 from talaria.tools.write_boundary import assess_write_call, writes_files
 
 log = logging.getLogger("talaria.tools")
+
+RUNS_CODE = frozenset({"terminal", "execute_code"})
+"""Tools whose calls run a program the model wrote, inside the sandbox when there is one."""
 
 INTERRUPTED_RESULT = "Interrupted: the user stopped this turn before this tool call finished."
 
@@ -261,7 +265,7 @@ class ToolExecutor:
         if writes_files(tool):
             assessment = assess_write_call(tool, arguments, ctx)
         else:
-            boundary = _boundary(ctx.sandbox) if call.name == "terminal" else SANDBOXED
+            boundary = _boundary(ctx.sandbox) if call.name in RUNS_CODE else SANDBOXED
             assessment = assess_tool_call(
                 call.name, arguments, ctx.cwd, ctx.home, tool.assess, boundary
             )
@@ -287,6 +291,7 @@ class ToolExecutor:
                 denial.waited = waited
                 return denial
             ctx.approved = assessment.command
+        ctx.call_tool = InnerCalls(self, ctx)
         outcome = await self._invoke(tool, arguments, ctx)
         outcome.waited = waited
         return outcome
@@ -392,6 +397,31 @@ class ToolExecutor:
             log.debug("tool %s raised", tool.name, exc_info=True)
             return CallOutcome(failure_text(tool.name, exc), True)
         return CallOutcome(text, is_error=ctx.interrupt.is_set())
+
+
+class InnerCalls:
+    """`ToolContext.call_tool` for one running call: each call it makes is a call of its own
+    (id `<outer id>.<n>`) with its own hooks, approval and events, exactly as if the model had
+    made it, so a tool that calls tools can do no more than the model could directly."""
+
+    def __init__(self, executor: ToolExecutor, outer: ToolContext) -> None:
+        self._executor = executor
+        self._outer = outer
+        self._count = 0
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        return self._executor.tools
+
+    async def __call__(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        self._count += 1
+        outer = self._outer
+        call = ToolCall(f"{outer.call_id}.{self._count}", name, json.dumps(arguments))
+        inner = dataclasses.replace(outer, call_id=call.id, approved="", call_tool=None)
+        outcome = await self._executor.run_call(call, inner, outer.emit)
+        if outcome.halt:
+            raise ToolError(f"{name}: {outcome.content} (the turn stops: {outcome.halt})")
+        return outcome.content, outcome.is_error
 
 
 async def _produce(tool: Tool, kwargs: dict[str, Any]) -> str:

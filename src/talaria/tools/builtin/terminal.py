@@ -102,10 +102,12 @@ def spawn_shell(
     output: int | IO[bytes],
     sandbox: Sequence[str] = (),
     tracked: Tracked | None = None,
+    keep_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start `bash -c command` leading a new process group, stdout and stderr into `output`;
     `sandbox` is the argv prefix that confines it (`talaria.tools.sandbox.confine`); with
-    `tracked`, every process it starts carries its tag (see `process_tracking`)."""
+    `tracked`, every process it starts carries its tag (see `process_tracking`); `keep_fds`
+    are descriptors it inherits."""
     env = shell_env()
     if tracked is not None:
         env[TAG_VARIABLE] = tracked.tag
@@ -119,7 +121,7 @@ def spawn_shell(
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            pass_fds=() if seccomp is None else (seccomp,),
+            pass_fds=(*keep_fds, *(() if seccomp is None else (seccomp,))),
         )
     except OSError as exc:
         raise ToolError(f"could not start bash in {cwd}: {exc}") from None
@@ -225,13 +227,14 @@ def run_command(
     interrupt: threading.Event,
     sandbox: Sequence[str] = (),
     owner: str = "",
+    keep_fds: Sequence[int] = (),
 ) -> RunResult:
     """Run `command` to completion, a timeout, or an interrupt (polled every 0.05 s). Every
     process it started ends with it, however it detached (see `process_tracking`)."""
     read_end, write_end = os.pipe()
     tracked = TRACKING.new(owner)
     try:
-        proc = spawn_shell(command, cwd, write_end, sandbox, tracked)
+        proc = spawn_shell(command, cwd, write_end, sandbox, tracked, keep_fds)
     except ToolError:
         os.close(read_end)
         tracked.release()
