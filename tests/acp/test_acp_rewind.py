@@ -31,6 +31,15 @@ async def test_rewind_restores_the_files_of_a_turn(
         assert done.stop_reason == "end_turn" and (work / "a.txt").read_text() == "two\n"
         with pytest.raises(acp.RequestError, match="no checkpoint 5"):
             await conn.ext_method("talaria/rewind", {"sessionId": sid, "turn": 5})
+        before_step = {"sessionId": sid, "turn": 1, "step": 1}
+        step = await conn.ext_method("talaria/rewind", before_step)  # the files only
+        assert step["restored"] == ["a.txt"] and step["conversation"] is False
+        assert step["step"] == 1 and (work / "a.txt").read_text() == "one\n"
+        with pytest.raises(acp.RequestError, match="must be numbers"):
+            await conn.ext_method("talaria/rewind", {**before_step, "step": "1"})
+        undo = {"sessionId": sid, "turn": step["undo"], "conversation": False}
+        await conn.ext_method("talaria/rewind", undo)
+        assert (work / "a.txt").read_text() == "two\n"
         report = await conn.ext_method("talaria/rewind", {"sessionId": sid, "turn": 1})
     assert report["restored"] == ["a.txt"] and report["conversation"] is True
     assert (work / "a.txt").read_text() == "one\n"

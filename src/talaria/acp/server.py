@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import (
@@ -50,8 +50,8 @@ STEER_METHOD = "talaria/steer"
 
 
 REWIND_METHOD = "talaria/rewind"
-"""Back to before a turn (`_talaria/rewind` on the wire): `{sessionId, turn, files?,
-conversation?}`, answered with what was restored, kept and left alone."""
+"""Back to before a turn, or a step of it (`_talaria/rewind` on the wire): `{sessionId, turn,
+step?, files?, conversation?}`, answered with what was restored, kept and left alone."""
 
 
 def _text_param(params: dict[str, Any], name: str) -> str:
@@ -59,6 +59,10 @@ def _text_param(params: dict[str, Any], name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise invalid(f"'{name}' must be a non-empty string")
     return value
+
+
+def _number(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def too_wide(folder: Path) -> bool:
@@ -201,17 +205,19 @@ class TalariaAcpAgent:
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """talaria's extension methods (the SDK strips the leading underscore of the wire
         name): `_talaria/steer` with `{sessionId, text, turnId?}`, `_talaria/rewind` with
-        `{sessionId, turn, files?, conversation?}`."""
+        `{sessionId, turn, step?, files?, conversation?}`."""
         if method not in (STEER_METHOD, REWIND_METHOD):
             raise RequestError.method_not_found(f"_{method}")
         session = self._session(_text_param(params, "sessionId"))
         if method == REWIND_METHOD:
-            turn, files, conversation = (params.get(k) for k in ("turn", "files", "conversation"))
-            if not isinstance(turn, int) or isinstance(turn, bool):
-                raise invalid("'turn' must be a turn number")
+            turn, step = params.get("turn"), params.get("step")
+            files, conversation = params.get("files"), params.get("conversation")
+            if not _number(turn) or not (step is None or _number(step)):
+                raise invalid("'turn' and 'step' must be numbers")
             if not all(isinstance(v, bool | None) for v in (files, conversation)):
                 raise invalid("'files' and 'conversation' must be true or false")
-            return await session.rewind(turn, files is not False, conversation is not False)
+            whole = step is None if conversation is None else conversation
+            return await session.rewind(turn, files is not False, whole, step)
         turn_id = params.get("turnId")
         if turn_id is not None and not isinstance(turn_id, str):
             raise invalid("'turnId' must be a string")

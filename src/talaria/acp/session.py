@@ -252,14 +252,19 @@ class AcpSession:
             raise invalid(str(exc)) from None
         return {"steerId": steer_id, "turnId": turn_id or running}
 
-    async def rewind(self, turn: int, files: bool, conversation: bool) -> dict[str, Any]:
-        """`_talaria/rewind`: back to before turn `turn` (refused while a turn runs)."""
+    async def rewind(
+        self, turn: int, files: bool, conversation: bool, step: int | None = None
+    ) -> dict[str, Any]:
+        """`_talaria/rewind`: back to before turn `turn`, or its step `step` (refused while a
+        turn runs)."""
         from talaria.checkpoints import CheckpointError
 
         if not self._idle.is_set():
             raise invalid(f"session {self.id} is running a turn; cancel it before a rewind")
         try:
-            report = await self.agent.arewind(turn, files=files, conversation=conversation)
+            report = await self.agent.arewind(
+                turn, files=files, conversation=conversation, step=step
+            )
         except KeyError as exc:
             raise invalid(str(exc.args[0])) from None
         except (ValueError, RuntimeError, CheckpointError) as exc:
@@ -270,6 +275,7 @@ class AcpSession:
             "leftAlone": list(report.left_alone),
             "conversation": report.conversation,
             "undo": report.undo,
+            "step": report.step,
             "summary": report.summary(),
         }
 
