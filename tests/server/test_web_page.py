@@ -276,5 +276,11 @@ def test_the_changes_panel_shows_diffs_and_rewinds_a_turn_with_its_report(
 
         page.locator("#changes .report").get_by_role("button", name="Undo").click()
         _wait_text(page, "#changes .report", "Rewound to before turn 3")
-    assert (work / "notes.txt").read_text() == "two\nthree\n"
-    assert (work / "new file.txt").read_text() == "new\n"
+        assert (work / "notes.txt").read_text() == "two\nthree\n"
+        assert (work / "new file.txt").read_text() == "new\n"
+
+        turns.nth(1).get_by_role("button", name="Rewind…").click()  # the files before a step
+        turns.nth(1).get_by_role("button", name="Before step 1 · terminal").click()
+        _wait_text(page, "#changes .report", "Rewound to before step 1 of turn 2")
+    assert (work / "notes.txt").read_text() == "two\n"
+    assert not (work / "new file.txt").exists()

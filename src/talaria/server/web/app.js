@@ -282,7 +282,8 @@
     row.innerHTML = '<div class="what"></div><div class="files"></div><div class="actions"></div>';
     row.querySelector(".what").textContent = (t.kind === "turn" ? "Turn " + t.id : "#" + t.id) +
       " · " + t.label + (t.dropped ? " (rewound)" : "");
-    row.querySelector(".files").textContent = t.changed.length ? t.changed.join(", ") : "no files changed";
+    row.querySelector(".files").textContent = (t.changed.length ? t.changed.join(", ") : "no files changed") +
+      (t.steps && t.steps.length ? " · " + t.steps.length + " step(s)" : "");
     turnActions(row, t);
     return row;
   }
@@ -295,12 +296,17 @@
       [["files", "Files"], ["conversation", "Conversation"], ["both", "Both"]].forEach(function (pair) {
         button(actions, pair[1], "rewind-" + pair[0], function () { rewind(t.id, pair[0]); });
       });
+      (t.steps || []).forEach(function (tools, index) {  // the files before one step
+        button(actions, "Before step " + (index + 1) + " · " + tools, "rewind-step", function () {
+          rewind(t.id, "files", index + 1);
+        });
+      });
       button(actions, "Cancel", "cancel-rewind", function () { turnActions(row, t); });
     });
   }
 
-  async function rewind(turn, what) {
-    const body = { turn: turn, files: what !== "conversation", conversation: what !== "files" };
+  async function rewind(turn, what, step) {
+    const body = { turn: turn, step: step, files: what !== "conversation", conversation: what !== "files" };
     try {
       const report = await api("POST", sessionPath("/rewind"), body);
       if (report.conversation) await openSession(state.session);  // the conversation as it is now
@@ -316,7 +322,7 @@
       const div = document.createElement("div");
       div.className = className || ""; div.textContent = text; box.appendChild(div);
     };
-    line("Rewound to before turn " + r.turn + ".", "done");
+    line("Rewound to before " + (r.step ? "step " + r.step + " of turn " : "turn ") + r.turn + ".", "done");
     if (r.conversation) line("The conversation continues from before turn " + r.turn + ".");
     const groups = [
       ["restored", r.restored, "file(s) restored"],
