@@ -22,6 +22,7 @@ log = logging.getLogger("talaria.gateway")
 CURSOR = " ▌"
 STOPPED = "(stopped)"
 UI_ATTEMPTS = 3
+SHOWN_KEPT = 64
 
 
 @dataclass
@@ -47,7 +48,7 @@ class ChatUI:
             try:
                 key = f"ui-{uuid.uuid4().hex}"
                 sent = await self.platform.send(self.chat, text, key=key, buttons=buttons)
-                self.shown[sent] = (text, tuple(buttons))
+                self._remember(sent, text, buttons)
                 return sent
             except RateLimited as refused:
                 await asyncio.sleep(min(refused.retry_after, 30.0))
@@ -61,9 +62,15 @@ class ChatUI:
             return
         try:
             await self.platform.edit(self.chat, message_id, text, buttons=buttons)
-            self.shown[message_id] = (text, tuple(buttons))
+            self._remember(message_id, text, buttons)
         except Exception as exc:  # a missed preview edit is overtaken by the next one
             log.info("%s: edit of %s skipped: %s", self.chat.platform, message_id, exc)
+
+    def _remember(self, message_id: str, text: str, buttons: Sequence[Button]) -> None:
+        self.shown.pop(message_id, None)
+        self.shown[message_id] = (text, tuple(buttons))
+        while len(self.shown) > SHOWN_KEPT:  # only recent messages are edited
+            del self.shown[next(iter(self.shown))]
 
     async def typing(self) -> None:
         try:
