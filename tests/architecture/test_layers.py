@@ -76,10 +76,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     "it becomes a history processor (messages and a budget in, messages out)",
     ("policy", "tools"): "the approval policy's file rules read tools.secret_files and "
     "tools.sensitive_paths, which belong to the policy (the tools ask it)",
-    ("acp", "cli"): "`talaria acp` parses the agent options shared by every command "
-    "(cli.options), which cli.main dispatches to lazily",
-    ("server", "cli"): "`talaria serve` parses the agent options shared by every command "
-    "(cli.options), which cli.main dispatches to lazily",
 }
 
 

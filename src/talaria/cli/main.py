@@ -357,7 +357,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from talaria.server.command import run_serve
+    from talaria.cli.serve_cmd import run_serve
 
     return run_serve(args)
 
@@ -381,7 +381,7 @@ def _run_mcp(args: argparse.Namespace) -> int:
 
 
 def _run_acp(args: argparse.Namespace) -> int:
-    from talaria.acp.command import run_acp
+    from talaria.cli.acp_cmd import run_acp
 
     return run_acp(args)
 

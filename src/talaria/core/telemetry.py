@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from talaria.core.model import ModelRequest, ModelResponse, Usage
@@ -50,6 +51,21 @@ class Scope:
 NULL_SCOPE = Scope()
 
 
+@dataclass(frozen=True, slots=True)
+class TurnStart:
+    """What a turn is recorded under: who runs it, where, on which model, asked what."""
+
+    agent_name: str
+    session_id: str
+    task_id: str
+    model: str
+    provider: str
+    user_message: str
+    start_time: int | None = None
+    """When it began (ns since the epoch), if before it is recorded: a durable turn is
+    recorded on the worker when it ends."""
+
+
 class Telemetry:
     """Records nothing. `talaria.telemetry.otel.OtelTelemetry` records spans and metrics."""
 
@@ -57,19 +73,8 @@ class Telemetry:
     capture_content = False
 
     @contextmanager
-    def turn(
-        self,
-        *,
-        agent_name: str,
-        session_id: str,
-        task_id: str,
-        model: str,
-        provider: str,
-        user_message: str,
-        start_time: int | None = None,
-    ) -> Iterator[Scope]:
-        """One turn; `start_time` (ns since the epoch) when it began before this call (a
-        durable turn is recorded when it ends)."""
+    def turn(self, start: TurnStart) -> Iterator[Scope]:
+        """One turn, from `start`."""
         yield NULL_SCOPE
 
     @contextmanager

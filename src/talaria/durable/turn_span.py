@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from talaria.core import Usage
+from talaria.core.telemetry import TurnStart
 
 
 def turn_record(
@@ -43,15 +44,16 @@ def record_turn_span(telemetry: Any, agent_name: str, record: dict[str, Any], fi
     off on this worker)."""
     if not record or not telemetry.enabled:
         return
-    with telemetry.turn(
-        agent_name=agent_name,
-        session_id=record["session_id"],
-        task_id=record["task_id"],
-        model=record["model"],
-        provider=record["provider"],
-        user_message=record["user_message"],
-        start_time=record["start_ns"],
-    ) as observed:
+    start = TurnStart(
+        agent_name,
+        record["session_id"],
+        record["task_id"],
+        record["model"],
+        record["provider"],
+        record["user_message"],
+        record["start_ns"],
+    )
+    with telemetry.turn(start) as observed:
         observed.turn_done(
             record["exit_reason"],
             Usage.from_dict(finish.usage),

@@ -28,6 +28,7 @@ from talaria.core import (
     failed,
     halted,
 )
+from talaria.core.telemetry import TurnStart
 from talaria.events import (
     Notice,
     StatusChanged,
@@ -100,14 +101,15 @@ async def run_turn(
     rt: Runtime, session: SessionHandle, user_message: Content, task_id: str
 ) -> TurnState:
     active = rt.caller.chain.active
-    with rt.telemetry.turn(
-        agent_name=str(rt.config.telemetry.agent_name),
-        session_id=session.id,
-        task_id=task_id,
-        model=active.model,
-        provider=active.provider,
-        user_message=_text_of(user_message),
-    ) as observed:
+    start = TurnStart(
+        str(rt.config.telemetry.agent_name),
+        session.id,
+        task_id,
+        active.model,
+        active.provider,
+        _text_of(user_message),
+    )
+    with rt.telemetry.turn(start) as observed:
         state = await _run_turn(rt, session, user_message, task_id)
         observed.turn_done(
             state.exit_reason,

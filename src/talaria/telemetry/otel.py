@@ -32,7 +32,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from talaria.config import Config
 from talaria.core import ModelRequest, ModelResponse, Usage, failure_class
-from talaria.core.telemetry import Scope, Telemetry
+from talaria.core.telemetry import Scope, Telemetry, TurnStart
 from talaria.providers.errors import ProviderError
 from talaria.telemetry import content
 from talaria.telemetry.base import ACTIVE
@@ -147,31 +147,21 @@ class OtelTelemetry(Telemetry):
                 raise
 
     @contextmanager
-    def turn(
-        self,
-        *,
-        agent_name: str,
-        session_id: str,
-        task_id: str,
-        model: str,
-        provider: str,
-        user_message: str,
-        start_time: int | None = None,
-    ) -> Iterator[Scope]:
+    def turn(self, start: TurnStart) -> Iterator[Scope]:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": agent_name,
-            "gen_ai.conversation.id": session_id,
-            "gen_ai.provider.name": provider,
-            "gen_ai.request.model": model,
-            "talaria.task_id": task_id,
+            "gen_ai.agent.name": start.agent_name,
+            "gen_ai.conversation.id": start.session_id,
+            "gen_ai.provider.name": start.provider,
+            "gen_ai.request.model": start.model,
+            "talaria.task_id": start.task_id,
         }
         if self.capture_content:
-            attributes["gen_ai.input.messages"] = content.user_turn(user_message)
+            attributes["gen_ai.input.messages"] = content.user_turn(start.user_message)
         token = ACTIVE.set(self)
         try:
-            name = f"invoke_agent {agent_name}"
-            with self._span(name, attributes, start_time=start_time) as span:
+            name = f"invoke_agent {start.agent_name}"
+            with self._span(name, attributes, start_time=start.start_time) as span:
                 yield _TurnScope(self, span)
         finally:
             ACTIVE.reset(token)
