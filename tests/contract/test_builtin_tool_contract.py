@@ -29,6 +29,8 @@ from web_support import WebSite, web_site
 pytestmark = pytest.mark.timeout(300)
 
 EXAMPLES = 10
+BROWSER_EXAMPLES = 4
+"""Each call is a fresh session, so each browser call starts a Chromium (about a second)."""
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +71,7 @@ def test_generated_calls_keep_the_contract(
     hints = {**HINTS, **web_hints(site)}.get(name)
 
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=BROWSER_EXAMPLES if name.startswith("browser_") else EXAMPLES,
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -170,14 +171,16 @@ def test_the_web_rules_hold_for_navigation_redirects_and_page_requests(
     assert not [path for path, _ in site.requests if path == "/secret"]
 
 
-def test_allow_and_deny_lists_cover_what_pages_load(tmp_path: Path, site: WebSite) -> None:
+def test_allow_and_deny_lists_refuse_a_domain(tmp_path: Path, site: WebSite) -> None:
+    url = site.url("/form", "localhost")
     denied = Session(tmp_path, WebSettings(private_hosts=("localhost",), deny=("localhost",)))
+    others = Session(tmp_path, WebSettings(private_hosts=("localhost",), allow=("example.org",)))
     try:
-        assert "denied by web.deny" in denied(
-            "browser_navigate", url=site.url("/form", "localhost")
-        )
+        assert "denied by web.deny" in denied("browser_navigate", url=url)
+        assert others("browser_navigate", url=url) == "Error: localhost is not in web.allow"
     finally:
         denied.close()
+        others.close()
 
 
 SCRIPT_FORM = """
@@ -210,6 +213,7 @@ def _chromium_processes(profile_hint: str) -> list[int]:
 
 
 def test_a_killed_talaria_leaves_no_browser_behind(tmp_path: Path) -> None:
+    profiles: set[str | None] = set()
     runner = subprocess.Popen([sys.executable, "-c", SCRIPT_FORM, str(tmp_path)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -217,6 +221,7 @@ def test_a_killed_talaria_leaves_no_browser_behind(tmp_path: Path) -> None:
         children = [pid for pid in _chromium_processes("--user-data-dir=")
                     if _parent_chain_has(pid, runner.pid)]  # fmt: skip
         assert children, "the browser did not start"
+        profiles = {_profile(pid) for pid in children}
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait()
         for _ in range(400):  # Chromium notices its pipe closed and quits
@@ -226,6 +231,17 @@ def test_a_killed_talaria_leaves_no_browser_behind(tmp_path: Path) -> None:
         assert not any(_alive(pid) for pid in children)
     finally:
         runner.kill()
+        for profile in profiles - {None}:  # a killed talaria cannot remove the profile
+            shutil.rmtree(str(profile), ignore_errors=True)
+
+
+def _profile(pid: int) -> str | None:
+    try:
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return None
+    found = [a.split("=", 1)[1] for a in arguments if a.startswith("--user-data-dir=")]
+    return found[0] if found else None
 
 
 def _alive(pid: int) -> bool:
@@ -275,3 +291,22 @@ def test_an_agent_browses_sees_the_screenshot_and_closes_the_browser(
         assert browsers
         agent.close()
     assert not any(_alive(pid) for pid in browsers)
+
+
+def test_a_read_only_sandbox_takes_no_downloads(tmp_path: Path, site: WebSite) -> None:
+    from talaria.tools.sandbox import SandboxPolicy
+
+    session = Session(tmp_path)
+    session.ctx.sandbox = SandboxPolicy(mode="read-only", network=True)
+    try:
+        page = session("browser_navigate", url=site.url("/form", "localhost"))
+        clicked = session("browser_click", ref=ref(page, "link", "Download the tide table"))
+        for _ in range(100):  # the click returns when the page settles; the refusal may follow
+            if "not saved" in clicked:
+                break
+            time.sleep(0.05)
+            clicked = session("browser_snapshot")
+        assert "Downloads: tides.csv not saved (the sandbox is read-only)" in clicked
+        assert not (tmp_path / "downloads").exists()
+    finally:
+        session.close()

@@ -42,6 +42,7 @@ class Browser:
         self._refs = new_refs()
         self._download_names: dict[str, str] = {}
         self._closed: set[str] = set()
+        self._downloads_set = False
         self.download_dir: Path | None = None
         connection.listeners.append(self._on_event)
 
@@ -77,15 +78,16 @@ class Browser:
         await browser.current.attach()
         return browser
 
-    async def allow_downloads(self, folder: Path) -> None:
-        """Downloads land in `folder` (made on the first one), or nowhere when it is None."""
-        if folder == self.download_dir:
+    async def allow_downloads(self, folder: Path | None) -> None:
+        """Downloads land in `folder` (made on the first one), or nowhere when it is None (a
+        read-only sandbox: the workspace may not be written)."""
+        if folder == self.download_dir and self._downloads_set:
             return
-        self.download_dir = folder
-        await self.connection.send(
-            "Browser.setDownloadBehavior",
-            {"behavior": "allow", "downloadPath": str(folder), "eventsEnabled": True},
-        )
+        self.download_dir, self._downloads_set = folder, True
+        behavior: dict[str, Any] = {"behavior": "deny", "eventsEnabled": True}
+        if folder is not None:
+            behavior.update(behavior="allow", downloadPath=str(folder))
+        await self.connection.send("Browser.setDownloadBehavior", behavior)
 
     async def tab(self) -> Tab:
         if self.current is None or self.current not in self.tabs:
@@ -165,6 +167,10 @@ class Browser:
             name = self._download_names.pop(params.get("guid", ""), "")
             if self.download_dir is not None:
                 self.downloads.append(str(self.download_dir / name))
+        elif method == "Browser.downloadProgress" and params.get("state") == "canceled":
+            name = self._download_names.pop(params.get("guid", ""), "")
+            why = "the sandbox is read-only" if self.download_dir is None else "canceled"
+            self.downloads.append(f"{name} not saved ({why})")
 
     async def open(self, tab: Tab, url: str, timeout: float) -> None:
         """Navigate `tab` to `url`, refused at once (with the reason) when the web rules

@@ -43,7 +43,8 @@ def browser_tools(
 
         async def run() -> str:
             browser = await BROWSERS.of(ctx.session_id, settings, web, resolve)
-            await browser.allow_downloads(ctx.cwd / DOWNLOADS)
+            read_only = ctx.sandbox is not None and ctx.sandbox.mode == "read-only"
+            await browser.allow_downloads(None if read_only else ctx.cwd / DOWNLOADS)
             return await work(browser)
 
         return await on_browser_loop(run())
@@ -246,7 +247,7 @@ async def _report(browser: Browser, tab: Tab, headline: str, max_chars: int) -> 
     parts.append(f"Page: {title or '(untitled)'} ({url})")
     downloads = browser.take_downloads()
     if downloads:
-        parts.append("Downloaded: " + ", ".join(downloads))
+        parts.append("Downloads: " + ", ".join(downloads))
     if tab.new_refusals:
         parts.append("\n".join(tab.new_refusals))
         tab.new_refusals = []
