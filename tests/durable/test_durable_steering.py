@@ -121,23 +121,35 @@ async def test_a_steer_after_the_last_model_call_runs_as_the_next_message(
     assert of(events, "SteerDelivered") == []
 
 
-async def test_messages_an_interrupt_left_queued_are_kept_with_the_session(
+async def test_messages_an_interrupt_left_queued_run_with_the_sessions_next_turn(
     temporal_target: str, tmp_path: Path, queue: str, workers: list[WorkerProcess]
 ) -> None:
     home = worker_home(tmp_path / "home")
     (home / "pause").touch()
-    with ScriptedProvider([call("append_line", {"text": "one"})]) as server:
+    script = [call("append_line", {"text": "one"}), text("going on"), text("the kept one ran")]
+    with ScriptedProvider(script) as server:
         workers.append(WorkerProcess(temporal_target, queue, server, home))
-        turn = await start_turn(await connect(temporal_target), queue, "append a line")
+        client = await connect(temporal_target)
+        turn = await start_turn(client, queue, "append a line")
         await wait_for(lambda: (home / "effects.txt").exists(), "the tool's side effect")
         await turn.queue(QUEUED)
         await turn.interrupt()
-        result = await turn.result()
-        events = await turn.events()
+        interrupted = await turn.result()
+        notices = [e["message"] for e in of(await turn.events(), "Notice")]
         (home / "pause").unlink()
+        session = interrupted["session_id"]
+        with SQLiteSessionStore(home / "state.db") as store:
+            kept = store.get_state(session, "queued_messages")
 
-    assert result["interrupted"] and len(server.requests) == 1
-    assert any("did not run" in e["message"] for e in of(events, "Notice"))
+        again = await start_turn(client, queue, "go on", session=session)
+        result = await again.result()
+        events = await again.events()
+        assert server.invalid_requests == []
+
+    assert interrupted["interrupted"] and any("did not run" in n for n in notices)
+    assert [note["text"] for note in kept] == [QUEUED], "kept with the session in the store"
+    assert result["final_response"] == "the kept one ran"
+    assert users(result["messages"]) == ["append a line", "go on", QUEUED]
+    assert of(events, "QueuedMessageStarted")[0]["message_id"] == kept[0]["id"]
     with SQLiteSessionStore(home / "state.db") as store:
-        kept = store.get_state(result["session_id"], "queued_messages")
-    assert [note["text"] for note in kept] == [QUEUED], "the next run of the session runs it"
+        assert store.get_state(session, "queued_messages") == [], "it ran: nothing runs twice"

@@ -33,8 +33,8 @@ from talaria.durable.protocol import (
     AGENT_OVERRIDES,
     ContinueInput,
     FinishInput,
-    KeepQueued,
     ModelCallInput,
+    StoredQueue,
     SummaryInput,
     ToolCallInput,
     ToolCallOutput,
@@ -156,6 +156,7 @@ class TurnActivities:
         except SessionBusy as exc:
             busy = str(exc)
         stored = self.agents.store.get_session(session.id)
+        queued = [] if busy else _kept_queue(self.agents.store, session.id)
         return TurnSetup(
             session_id=session.id,
             system_prompt=session.system_prompt,
@@ -180,6 +181,7 @@ class TurnActivities:
             writer=writer,
             busy=busy,
             session_usage=stored.usage if stored is not None else None,
+            queued=queued,
         )
 
     @activity.defn(name="model_call")
@@ -366,16 +368,19 @@ class TurnActivities:
         name = str(agent.config.telemetry.agent_name)
         record_turn_span(runtime.telemetry, name, finish.span, finish)
 
-    @activity.defn(name="keep_queued")
-    async def keep_queued(self, keep: KeepQueued) -> None:
-        """Add the messages a workflow did not run to the session's queue in the store (once
-        each: a retried call adds nothing twice), where the next run of the session finds
-        them."""
+    @activity.defn(name="stored_queue")
+    async def stored_queue(self, change: StoredQueue) -> None:
+        """Add messages to the session's queue in the store, or take them off (once each: a
+        retried call changes nothing twice)."""
         store = self.agents.store
-        kept = store.get_state(keep.session_id, QUEUE_STATE_KEY) or []
-        known = {note.get("id") for note in kept if isinstance(note, dict)}
-        added = [note for note in keep.notes if note.get("id") not in known]
-        store.set_state(keep.session_id, QUEUE_STATE_KEY, [*kept, *added])
+        kept = _kept_queue(store, change.session_id)
+        ids = {note.get("id") for note in change.notes}
+        if change.taken:
+            kept = [note for note in kept if note.get("id") not in ids]
+        else:
+            known = {note.get("id") for note in kept}
+            kept += [note for note in change.notes if note.get("id") not in known]
+        store.set_state(change.session_id, QUEUE_STATE_KEY, kept)
 
     def all(self) -> list[Callable[..., Awaitable[Any]]]:
         return [
@@ -385,8 +390,14 @@ class TurnActivities:
             self.summarise,
             self.continue_session,
             self.finish_turn,
-            self.keep_queued,
+            self.stored_queue,
         ]
+
+
+def _kept_queue(store: Any, session_id: str) -> list[dict[str, Any]]:
+    """The session's queued messages as the store keeps them (well-formed entries only)."""
+    kept = store.get_state(session_id, QUEUE_STATE_KEY) or []
+    return [note for note in kept if isinstance(note, dict) and note.get("id")]
 
 
 async def _complete(

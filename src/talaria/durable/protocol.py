@@ -58,6 +58,9 @@ class TurnSetup:
     """Set when another writer holds the session: the turn does not start."""
     session_usage: dict[str, Any] | None = None
     """The session's stored usage totals before this turn (for the per-session budgets)."""
+    queued: list[dict[str, Any]] = field(default_factory=list)
+    """Messages the store keeps queued for the session (a process that ended before running
+    them): the workflow runs them after its turns."""
 
 
 @dataclass
@@ -149,12 +152,14 @@ class FinishInput:
 
 
 @dataclass
-class KeepQueued:
-    """Queued messages a workflow did not run, to keep with the session in the store."""
+class StoredQueue:
+    """A change to the session's queue in the store: `notes` (`UserNote.to_state()` each) are
+    added (messages a workflow did not run) or, with `taken`, removed (messages a workflow
+    adopted from the store and runs itself)."""
 
     session_id: str
     notes: list[dict[str, Any]]
-    """`UserNote.to_state()` each, in the order they were queued."""
+    taken: bool = False
 
 
 def request_id(kind: str, call_id: str) -> str:

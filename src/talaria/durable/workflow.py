@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from talaria.durable.protocol import (
         WORKFLOW_NAME,
         FinishInput,
-        KeepQueued,
+        StoredQueue,
         TurnInput,
         TurnSetup,
         loop_messages,
@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from talaria.events import Notice
     from talaria.loop.runtime import Runtime
     from talaria.loop.spending import ACTIVE_METER, Budgets, SpendMeter
-    from talaria.loop.steering import Steering
+    from talaria.loop.steering import Steering, UserNote
     from talaria.loop.turn import busy_result, result_dict, run_turn
     from talaria.plugins.hooks import HookBus
     from talaria.providers.resilience.caller import CallerSettings, ModelCaller
@@ -103,17 +103,29 @@ class TurnWorkflow:
         left = self.steering.inbox.clear()
         if not left or not session_id:
             return
-        await workflow.execute_local_activity(
-            "keep_queued",
-            KeepQueued(session_id, [note.to_state() for note in left]),
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=INFRA_RETRY,
-        )
+        await _change_stored_queue(StoredQueue(session_id, [note.to_state() for note in left]))
         self.log(
             Notice(
                 "info",
                 f"{len(left)} queued message(s) did not run: they are kept with the session "
                 "and run when it next runs",
+            )
+        )
+
+    async def _adopt(self, setup: TurnSetup) -> None:
+        """Messages the store kept queued for the session run after this workflow's turns,
+        ahead of those queued here; the store lets them go once the workflow's history has
+        them (a replay reads the same list from the history), so each runs once."""
+        kept = [note for note in map(UserNote.from_state, setup.queued) if note is not None]
+        if not kept:
+            return
+        self.steering.inbox.adopt(kept)
+        await _change_stored_queue(StoredQueue(setup.session_id, setup.queued, taken=True))
+        self.log(
+            Notice(
+                "info",
+                f"{len(kept)} message(s) queued when the session last ran: they run after "
+                "this turn",
             )
         )
 
@@ -144,6 +156,7 @@ class TurnWorkflow:
         )
         if setup.busy:
             return dict(busy_result(StoreError(setup.busy), session, setup.task_id))
+        await self._adopt(setup)
         scope = TurnScope(
             setup.task_id,
             setup.writer,
@@ -264,6 +277,15 @@ def _session_meter(settings: dict[str, Any], spent: dict[str, Any] | None) -> Sp
         session_tokens=None if tokens is None else int(tokens),
     )
     return SpendMeter(limits, Usage.from_dict(spent) if spent else None)
+
+
+async def _change_stored_queue(change: StoredQueue) -> None:
+    await workflow.execute_local_activity(
+        "stored_queue",
+        change,
+        start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=INFRA_RETRY,
+    )
 
 
 def _workflow_id(prefix: str) -> str:
