@@ -185,12 +185,12 @@ class AcpSession:
         waits for it (prompts run in the order they came, each answered when its own turn
         ends); a cancel answers the running prompt and every waiting one `cancelled`."""
         message = user_message(blocks, images=self._images)
-        if isinstance(message, str):
-            message = await asyncio.to_thread(self._expand_skill, message)
         cancels = self._cancels
         async with self._turns:
             if self._cancels != cancels:
                 return "cancelled"
+            if isinstance(message, str) and message.startswith("/"):
+                message = await asyncio.to_thread(self._expand_skill, message)
             self._idle.clear()
             try:
                 await self._apply_sandbox()
