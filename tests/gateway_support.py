@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers import scripted_agent
+from helpers import FOREVER, scripted_agent
 from talaria.gateway.core import Gateway
 from talaria.gateway.fake import FakePlatform
 from talaria.gateway.platform import Capabilities
@@ -18,6 +19,24 @@ from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider
 
 ALICE = "alice"
+
+
+class Gate:
+    """Holds a scripted reply until the test opens it: the test orders what happens by what
+    the chat shows (an acknowledgement), not by how long a reply takes."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+
+    def hold(self, reply: Any) -> Callable[[dict[str, Any]], Any]:
+        def step(body: dict[str, Any]) -> Any:
+            assert self._open.wait(FOREVER)
+            return reply
+
+        return step
+
+    def open(self) -> None:
+        self._open.set()
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gateway_support import running_gateway
+from gateway_support import Gate, running_gateway
 from helpers import FOREVER
 from talaria.gateway.fake import press, user_message
 from talaria.gateway.platform import Capabilities, ChatRef
@@ -184,12 +184,15 @@ async def test_stop_ends_a_running_turn_and_no_reply_follows(tmp_path: Path) -> 
 
 
 async def test_busy_queue_answers_both_in_order(tmp_path: Path) -> None:
-    server = ScriptedProvider([text("first answer", delay=0.5), text("second answer")])
+    gate = Gate()
+    server = ScriptedProvider([gate.hold(text("first answer")), text("second answer")])
     with server:
         async with running_gateway(server, tmp_path) as gw:
             await gw.platform.deliver(user_message("first"))
             await gw.until(lambda: len(server.requests) == 1)
             await gw.platform.deliver(user_message("second"))
+            await gw.platform.wait_for(lambda m: m.text.startswith("Queued"))
+            gate.open()
             await gw.platform.wait_for(lambda m: m.text == "second answer")
     texts = gw.texts()
     assert texts.index("Queued: I will answer this when the current task is done.") < (
@@ -214,12 +217,15 @@ async def test_busy_interrupt_drops_the_stale_reply_and_answers_the_new_message(
 
 
 async def test_busy_steer_reaches_the_running_turn(tmp_path: Path) -> None:
-    server = ScriptedProvider([call("add", {"a": 1, "b": 2}, delay=0.5), text("steered")])
+    gate = Gate()
+    server = ScriptedProvider([gate.hold(call("add", {"a": 1, "b": 2})), text("steered")])
     with server:
         async with running_gateway(server, tmp_path, settings={"busy": "steer"}) as gw:
             await gw.platform.deliver(user_message("add"))
             await gw.until(lambda: len(server.requests) == 1)
             await gw.platform.deliver(user_message("also say hi"))
+            await gw.platform.wait_for(lambda m: m.text.startswith("Noted"))
+            gate.open()
             await gw.platform.wait_for(lambda m: m.text == "steered")
     contents = [str(m.get("content")) for m in server.requests[1].body["messages"]]
     assert any("also say hi" in c for c in contents)
@@ -307,3 +313,21 @@ async def test_a_session_past_the_threshold_is_compressed_between_turns(tmp_path
     assert "SUMMARY of it all" in str(after["messages"]) and "second word" not in str(after)
     assert chat is not None and chat["session_id"] == sessions[0].id
     assert sessions[0].parent_session_id == sessions[1].id
+
+
+async def test_a_message_taken_in_but_never_answered_is_answered_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    from talaria.gateway.core import payload
+    from talaria.store.sqlite import SQLiteSessionStore
+
+    store = SQLiteSessionStore(tmp_path / "state.db")
+    message = user_message("are you there?", message_id="in-crashed")
+    store.ledger_take_inbound("fake", message.message_id, message.chat.key, payload(message))
+    server = ScriptedProvider([text("Yes, back again."), text("never")])
+    with server:
+        async with running_gateway(server, tmp_path, store=store) as gw:
+            await gw.platform.wait_for(lambda m: m.text == "Yes, back again.")
+            await gw.platform.deliver(message)  # the platform hands it over again: no reply
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("fake"))
+    assert gw.texts() == ["Yes, back again."] and len(server.requests) == 1

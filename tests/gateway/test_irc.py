@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from irc_server import IrcServer, IrcUser, irc_server  # noqa: F401 - the fixture
 
-from gateway_support import Harness, running_gateway
+from gateway_support import Gate, Harness, running_gateway
 from helpers import FOREVER
 from talaria.gateway.irc import LINE_BYTES, IrcPlatform, irc_lines
 from talaria.testing import ScriptedProvider, calls, text
@@ -114,7 +114,8 @@ async def test_stop_ends_the_turn_and_a_queued_message_waits_its_turn(
     tmp_path: Path,
     irc_server: IrcServer,  # noqa: F811
 ) -> None:
-    server = ScriptedProvider([text("never", delay=FOREVER), text("later", delay=0.5), text("2")])
+    gate = Gate()
+    server = ScriptedProvider([text("never", delay=FOREVER), gate.hold(text("later")), text("2")])
     with server:
         async with (
             irc_gateway(server, tmp_path, irc_server) as gw,
@@ -127,6 +128,8 @@ async def test_stop_ends_the_turn_and_a_queued_message_waits_its_turn(
             alice.say(_bot(gw), "one")
             await alice.until(lambda: len(server.requests) == 2)
             alice.say(_bot(gw), "two")
+            await alice.until(lambda: any(t.startswith("Queued") for t in alice.texts()))
+            gate.open()
             await alice.until(lambda: "2" in alice.texts())
             await asyncio.sleep(0.2)
     texts = alice.texts()

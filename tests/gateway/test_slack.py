@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gateway_support import Harness, running_gateway
+from gateway_support import Gate, Harness, running_gateway
 from helpers import FOREVER
 from slack_fake import FakeSlack
 from talaria.gateway.slack import SlackPlatform
@@ -108,25 +108,31 @@ async def test_stop_ends_the_running_turn(tmp_path: Path) -> None:
 async def test_a_busy_room_queues_or_interrupts(
     tmp_path: Path, mode: str, ack: str, answers: list[str]
 ) -> None:
-    first = text("one", delay=FOREVER if mode == "interrupt" else 1)
+    gate = Gate()
+    first = text("one", delay=FOREVER) if mode == "interrupt" else gate.hold(text("one"))
     server = ScriptedProvider([first, text("two")])
     with server, FakeSlack() as api:
         async with slack_gateway(server, tmp_path, api, settings={"busy": mode}):
             api.user_says("first")
             await api.until(lambda: server.requests)
             api.user_says("second")
-            await api.until(lambda: api.find(answers[-1]) and api.find(ack))
+            await api.until(lambda: api.find(ack))
+            gate.open()
+            await api.until(lambda: api.find(answers[-1]))
             await asyncio.sleep(0.2)
     assert [t for t in api.texts() if t in ("one", "two")] == answers
 
 
 async def test_a_busy_room_steers(tmp_path: Path) -> None:
-    server = ScriptedProvider([call("add", {"a": 1, "b": 1}, delay=0.5), text("steered")])
+    gate = Gate()
+    server = ScriptedProvider([gate.hold(call("add", {"a": 1, "b": 1})), text("steered")])
     with server, FakeSlack() as api:
         async with slack_gateway(server, tmp_path, api, settings={"busy": "steer"}):
             api.user_says("first")
             await api.until(lambda: server.requests)
             api.user_says("mind the docs")
+            await api.until(lambda: api.find("Noted"))
+            gate.open()
             await api.until(lambda: api.find("steered"))
     assert "mind the docs" in json.dumps(server.requests[1].body["messages"])
 

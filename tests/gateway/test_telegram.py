@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gateway_support import Harness, running_gateway
+from gateway_support import Gate, Harness, running_gateway
 from helpers import FOREVER, SRC
 from talaria.gateway.telegram import TelegramPlatform
 from talaria.testing import ScriptedProvider, call, calls, text
@@ -121,8 +121,9 @@ async def test_stop_ends_the_running_turn(tmp_path: Path) -> None:
 async def test_a_busy_room_queues_interrupts_or_steers(
     tmp_path: Path, mode: str, ack: str, answers: list[str]
 ) -> None:
-    first = call("add", {"a": 1, "b": 1}, delay=0.5) if mode == "steer" else text("one", delay=1)
-    if mode == "interrupt":
+    gate = Gate()
+    first = gate.hold(call("add", {"a": 1, "b": 1}) if mode == "steer" else text("one"))
+    if mode == "interrupt":  # a held step would hold the script: this one never answers
         first = text("one", delay=FOREVER)
     server = ScriptedProvider([first, text("one" if mode == "steer" else "two")])
     with server, FakeTelegram() as api:
@@ -130,7 +131,9 @@ async def test_a_busy_room_queues_interrupts_or_steers(
             api.user_says("first")
             await api.until(lambda: server.requests)
             api.user_says("second")
-            await api.until(lambda: api.find(answers[-1]) and api.find(ack))
+            await api.until(lambda: api.find(ack))
+            gate.open()
+            await api.until(lambda: api.find(answers[-1]))
             await asyncio.sleep(0.2)  # a stale reply would have been sent by now
     assert [t for t in api.texts() if t in ("one", "two")] == answers
     if mode == "steer":
