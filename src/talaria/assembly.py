@@ -142,9 +142,14 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
 def skill_catalog(home: Path, cwd: Path, extra: Sequence[Path]) -> SkillCatalog:
     """The skills an agent in `cwd` finds (docs/skills.md), descriptions scanned for prompt
     injection."""
+    return SkillCatalog(skill_roots(home, cwd, extra), scan=_scan_description)
+
+
+def _scan_description(text: str) -> list[str]:
+    """The injection scan, loaded only once a skill is found (most agents have none)."""
     from talaria.prompt.injection import scan_text
 
-    return SkillCatalog(skill_roots(home, cwd, extra), scan=scan_text)
+    return scan_text(text)
 
 
 def agent_services(runtime: Runtime) -> AgentServices:
@@ -300,7 +305,6 @@ def _load_plugins(agent: Agent) -> None:
 def _settings_hooks(agent: Agent) -> None:
     """The hooks of the settings files (the home's; the project's once trusted), registered
     on the agent's bus; a project's untrusted hooks are one notice."""
-    from talaria.hooks.bridge import SettingsHooks
     from talaria.hooks.settings import HookSettingsError, load_hooks
 
     spec = agent.spec
@@ -318,6 +322,9 @@ def _settings_hooks(agent: Agent) -> None:
             )
         )
     if loaded.hooks.events:
+        # The runner (subprocess, urllib) is loaded only for an agent that has hooks.
+        from talaria.hooks.bridge import SettingsHooks
+
         approvals = agent.approvals
         SettingsHooks(loaded.hooks, spec.cwd, agent.sink, lambda: approvals.mode).register(
             agent.hooks

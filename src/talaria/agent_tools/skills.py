@@ -10,7 +10,6 @@ sandbox that confines, each write is an approval request, refused when approvals
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,6 +174,8 @@ def skill_manage(
     real = Path(os.path.realpath(folder if action == "delete" else target))
     check_write(real, ctx)
     if action == "delete":
+        import shutil  # only to delete a skill (start-up does without it)
+
         shutil.rmtree(real)
         return f"Deleted skill {name}."
     if target == skill_file or not target.is_file():

@@ -75,6 +75,8 @@ class Handler:
 
 @dataclass(frozen=True, slots=True)
 class Group:
+    """The handlers of one settings entry, and the tool names its matcher selects."""
+
     matcher: str
     handlers: tuple[Handler, ...]
 
@@ -231,6 +233,8 @@ def trust(home: Path, cwd: Path, *, revoke: bool = False) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class LoadedHooks:
+    """The hooks that run for an agent, and the project files whose hooks do not."""
+
     hooks: HookSet
     untrusted: list[Path]
     """Project settings files with hooks that do not run (not trusted, or changed since)."""

@@ -23,6 +23,8 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 @dataclass(frozen=True, slots=True)
 class Skill:
+    """One skill folder: the name and description its SKILL.md declares, and where it is."""
+
     name: str
     description: str
     path: Path
