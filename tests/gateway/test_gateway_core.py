@@ -300,9 +300,9 @@ async def test_a_session_past_the_threshold_is_compressed_between_turns(tmp_path
                         "compression.threshold": 0.9, "compression.protect_last_n": 1}}  # fmt: skip
     with server:
         async with running_gateway(server, tmp_path, agent=agent) as gw:
-            for n, first_word in enumerate(["first", "second"]):
+            for first_word, answer in [("first", "one " * 600), ("second", "two " * 600)]:
                 await gw.platform.deliver(user_message(f"{first_word} {words}"))
-                await gw.until(lambda n=n: len(gw.platform.messages) == n + 1)
+                await gw.platform.wait_for(lambda m, answer=answer: m.text == answer)
             await gw.platform.deliver(user_message("third"))  # the summary comes first
             await gw.platform.wait_for(lambda m: m.text == "three")
             chat = gw.store.ledger_chat(ChatRef("fake", "dm-alice").key)
@@ -331,3 +331,22 @@ async def test_a_message_taken_in_but_never_answered_is_answered_after_a_restart
             await gw.platform.deliver(message)  # the platform hands it over again: no reply
             await gw.until(lambda: not gw.store.ledger_unfinished_inbound("fake"))
     assert gw.texts() == ["Yes, back again."] and len(server.requests) == 1
+
+
+async def test_a_room_uses_its_own_model_and_prompt(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("Arr."), text("A verse.")])
+    settings = {
+        "prompt": "Talk like a pirate.",
+        "allow_rooms": ["room-1"],
+        "rooms": {"room-1": {"model": "poet-model", "prompt": "Answer in verse."}},
+    }
+    with server:
+        async with running_gateway(server, tmp_path, settings=settings) as gw:
+            await gw.platform.deliver(user_message("hi"))
+            await gw.platform.wait_for(lambda m: m.text == "Arr.")
+            await gw.platform.deliver(user_message("hi", chat=ROOM, mentioned=True))
+            await gw.platform.wait_for(lambda m: m.text == "A verse.")
+    direct, room = (r.body for r in server.requests)
+    assert direct["messages"][0] == {"role": "system", "content": "Talk like a pirate."}
+    assert room["messages"][0] == {"role": "system", "content": "Answer in verse."}
+    assert (direct["model"], room["model"]) == ("scripted-model", "poet-model")

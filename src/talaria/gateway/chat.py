@@ -229,6 +229,7 @@ class ChatSession:
         """One run: `text`'s turn (None: the messages waiting in the agent's queue), then
         each queued message's, until none waits."""
         generation = self.generation
+        self.finishing = False
         view = TurnView(self.ui)
         typing = asyncio.create_task(self._keep_typing())
         agent: Agent | None = None

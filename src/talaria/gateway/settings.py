@@ -45,6 +45,7 @@ class PlatformSettings:
     busy: str = "queue"
     model: str | None = None
     prompt: str | None = None
+    """The system prompt of these conversations, instead of talaria's own (None: talaria's)."""
     stream: bool = True
     rooms: Mapping[str, RoomSettings] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
