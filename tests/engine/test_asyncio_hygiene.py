@@ -67,6 +67,8 @@ def test_interrupting_parallel_tools_is_silent(tmp_path: Path) -> None:
         from helpers import scripted_agent
         from talaria.testing import ScriptedProvider, calls, text
 
+        long_nap = threading.Event()
+
         @tool
         def nap(seconds: float) -> str:
             \"\"\"Sleep.
@@ -74,13 +76,19 @@ def test_interrupting_parallel_tools_is_silent(tmp_path: Path) -> None:
             Args:
                 seconds: how long
             \"\"\"
+            if seconds > 1:
+                long_nap.set()
             time.sleep(seconds)
             return "rested"
+
+        def interrupt_during_the_long_nap():
+            long_nap.wait(300)
+            agent.interrupt()
 
         steps = [calls(("nap", {{"seconds": 0.3}}), ("nap", {{"seconds": 30}})), text("x")]
         with ScriptedProvider(steps) as server:
             with scripted_agent(server, {str(tmp_path)!r}, tools=[nap]) as agent:
-                threading.Timer(1.0, agent.interrupt).start()
+                threading.Thread(target=interrupt_during_the_long_nap, daemon=True).start()
                 result = agent.run_conversation(user_message="nap")
                 gc.collect()
                 print(result["turn_exit_reason"])
