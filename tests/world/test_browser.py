@@ -163,11 +163,16 @@ def test_the_web_rules_hold_for_navigation_redirects_and_page_requests(
     assert "http:// or https://" in session("browser_navigate", url="file:///etc/passwd")
     hop = session("browser_navigate", url=site.url("/to-metadata", "localhost"))
     assert "refused by the web rules: http://169.254.169.254/latest/meta-data/" in hop
-    page = session("browser_navigate", url=site.url("/exfil", "localhost"))
-    log = page + session("browser_console", everything=True)
-    for url in ("http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/pixel.png",
-                site.url("/secret")):  # fmt: skip
-        assert f"refused by the web rules: {url}" in log
+    session("browser_navigate", url=site.url("/exfil", "localhost"))
+    wanted = [f"refused by the web rules: {url}" for url in (
+        "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/pixel.png",
+        site.url("/secret"))]  # fmt: skip
+    for _ in range(200):  # the page's script fetches after the load event
+        log = session("browser_console", everything=True)
+        if all(line in log for line in wanted):
+            break
+        time.sleep(0.05)
+    assert all(line in log for line in wanted), log
     assert not [path for path, _ in site.requests if path == "/secret"]
 
 
@@ -310,3 +315,17 @@ def test_a_read_only_sandbox_takes_no_downloads(tmp_path: Path, site: WebSite) -
         assert not (tmp_path / "downloads").exists()
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "0.0.0.0", "[::ffff:127.0.0.1]"])
+def test_the_browsers_own_ports_are_never_reached_even_with_private_allowed(host: str) -> None:
+    """With `web.allow_private: true` a page may reach loopback, but never the browser's
+    DevTools port or the guard proxy itself (either would hand it the browser)."""
+    from talaria.tools.browser.guard import GuardProxy
+    from talaria.tools.web.addresses import system_resolve
+
+    guard = GuardProxy(WebSettings(allow_private=True), system_resolve)
+    guard.protected_ports.add(9222)
+    with pytest.raises(ToolError, match="control ports"):
+        asyncio.run(guard.check(f"http://{host}:9222/json/version"))
+    assert asyncio.run(guard.check(f"http://{host}:9223/"))[1] == 9223  # other ports: allowed

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from collections import OrderedDict
 from urllib.parse import urlsplit, urlunsplit
 
@@ -138,9 +139,18 @@ class GuardProxy:
             host, port, allow_private=self.settings.private_ok(host), resolve=self.resolve
         )
         address = addresses[0]
-        if port in self.protected_ports and address in ("127.0.0.1", "::1"):
+        if port in self.protected_ports and _reaches_this_machine(address):
             raise ToolError("the browser's own control ports are never connected to")
         return host, port, address
+
+
+def _reaches_this_machine(address: str) -> bool:
+    """Loopback, or the unspecified address (connecting to 0.0.0.0 reaches this machine),
+    also when written inside an IPv6 address."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified
 
 
 def _origin_request(method: str, url: str, version: str, headers: list[str]) -> bytes:

@@ -22,8 +22,12 @@ REFUSED = "refused by the web rules"
 LOG_LINES = 200
 """Console and network lines kept per tab (the oldest go first)."""
 NAVIGATION_NOTICE = 0.3
-"""Seconds an action waits for a navigation to begin before taking the page as it is."""
+"""Seconds an action waits for a navigation that a page's script starts a moment after it
+(one the click or key itself starts is already known when the input command answers)."""
 
+_NAVIGATING = {"Page.frameRequestedNavigation", "Page.frameStartedLoading"}
+"""A navigation of the page begins: a click's or a key's is requested while the input event
+is handled, so it arrives before the input command's answer."""
 _SKIPPED_ROLES = {"generic", "none", "presentation", "InlineTextBox", "LineBreak", "ignored"}
 _TEXT_ROLES = {"StaticText", "text"}
 _FIELD_ROLES = {"textbox", "searchbox", "combobox", "spinbutton"}
@@ -73,7 +77,7 @@ class Tab:
 
     def on_event(self, method: str, params: dict[str, Any]) -> None:
         """Keep what the page logs, and notice navigations (for `settle`)."""
-        if method == "Page.frameStartedLoading" and params.get("frameId") == self.target_id:
+        if method in _NAVIGATING and params.get("frameId") == self.target_id:
             self._started.set()
         elif method == "Page.frameNavigated" and not params.get("frame", {}).get("parentId"):
             self._nodes.clear()  # a new document: the old page's refs are unknown from now

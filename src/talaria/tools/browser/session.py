@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
@@ -186,8 +187,9 @@ class Browser:
         """End Chromium and the proxy; safe from any thread, and more than once."""
         self.chromium.stop()
         loop = shared_loop()
-        loop.call_soon_threadsafe(self.proxy.close)
-        loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.connection.close()))
+        with contextlib.suppress(RuntimeError):  # the loop closed first (at exit)
+            loop.call_soon_threadsafe(self.proxy.close)
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.connection.close()))
 
 
 class Browsers:
