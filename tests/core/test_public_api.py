@@ -10,7 +10,14 @@ import pytest
 
 from helpers import add, base_url
 from talaria import Agent
-from talaria.events import TextDelta, ToolFinished, ToolStarted, TurnFinished, TurnStarted
+from talaria.events import (
+    ClarifyRequested,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+    TurnStarted,
+)
 from talaria.testing import Reply, calls, text
 from talaria.testing.server import ScriptedProvider
 
@@ -108,3 +115,28 @@ async def test_leaving_the_stream_early_interrupts_the_turn(
     assert second["final_response"] == "second"
     history = second["messages"]
     assert [m["role"] for m in history].count("user") == 2
+
+
+@pytest.mark.parametrize("answers", [("clarify",), ()])
+async def test_a_stream_that_answers_questions_is_offered_clarify(
+    provider: ScriptedProvider, tmp_path: Path, answers: tuple[str, ...]
+) -> None:
+    """A new agent is assembled when its first stream starts, after the stream has said
+    what it answers: clarify is offered exactly when someone will answer it."""
+    provider.add(calls(("clarify", {"question": "Which colour?"})), text("Blue it is."))
+    agent = _agent(provider, tmp_path)  # the built-in toolsets: clarify where it can work
+    try:
+        turn = agent.events("paint it", answers=answers)
+        async for event in turn:
+            if isinstance(event, ClarifyRequested):
+                agent.respond(event.request_id, "blue")
+    finally:
+        await agent.aclose()
+    assert turn.result is not None
+    tool_results = [m["content"] for m in turn.result["messages"] if m["role"] == "tool"]
+    first = provider.requests[0].body
+    offered = [tool["function"]["name"] for tool in first.get("tools") or []]
+    if answers:
+        assert "clarify" in offered and "blue" in tool_results[0]
+    else:
+        assert "clarify" not in offered and tool_results[0].startswith("Error:")
