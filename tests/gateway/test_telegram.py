@@ -210,3 +210,28 @@ async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_res
         "(sent again after a restart; you may see this twice)\nthe one answer"
     ]
     assert len(server.requests) == 1  # the model was not asked again
+
+
+async def test_an_update_the_store_could_not_take_is_not_confirmed_and_comes_again(
+    tmp_path: Path,
+) -> None:
+    from talaria.store.base import StoreError
+    from talaria.store.sqlite import SQLiteSessionStore
+
+    class OnceLocked(SQLiteSessionStore):
+        failed = False
+
+        def ledger_take_inbound(self, *args: Any) -> bool:
+            if not self.failed:
+                self.failed = True
+                raise StoreError("database is locked")
+            return super().ledger_take_inbound(*args)
+
+    server = ScriptedProvider([text("got it"), text("never")])
+    store = OnceLocked(tmp_path / "state.db")
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api, store=store):
+            update = api.user_says("hi")
+            await api.until(lambda: api.find("got it"))
+            await api.until(lambda: api.confirmed > update["update_id"])
+    assert store.failed and api.texts() == ["got it"] and len(server.requests) == 1

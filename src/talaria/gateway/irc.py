@@ -103,7 +103,11 @@ class IrcPlatform:
 
     async def _hand_over(self, sink: Sink) -> None:
         while True:
-            await sink(await self._queue.get())
+            message = await self._queue.get()
+            try:
+                await sink(message)
+            except Exception:  # IRC cannot deliver it again: the message is lost, say so
+                log.exception("irc: a message from %s was not taken", message.sender_id)
 
     async def send(
         self,

@@ -92,7 +92,12 @@ class TelegramPlatform:
                 await asyncio.sleep(RETRY_NETWORK_S)
                 continue
             for update in updates:
-                await self._hand_over(update, sink)
+                try:
+                    await self._hand_over(update, sink)
+                except Exception:  # not recorded: not confirmed, so Telegram sends it again
+                    log.exception("telegram: update %s not taken; retrying", update.update_id)
+                    await asyncio.sleep(RETRY_NETWORK_S)
+                    break
                 offset = update.update_id + 1
 
     async def _hand_over(self, update: Update, sink: Sink) -> None:
