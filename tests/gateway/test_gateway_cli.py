@@ -27,3 +27,24 @@ def test_without_platforms_or_with_an_unknown_one_the_gateway_refuses_to_start(
     (tmp_path / "config.yaml").write_text("gateway:\n  platforms:\n    chat: {type: fax}\n")
     unknown = cli(tmp_path, "gateway")
     assert unknown.returncode == 2 and "'fax' is not one of" in unknown.stderr
+
+
+async def test_a_chat_is_a_session_the_terminal_lists_and_resumes(tmp_path: Path) -> None:
+    from cli_process import ask
+    from gateway_support import running_gateway
+    from talaria.gateway.fake import user_message
+    from talaria.testing import ScriptedProvider, text
+
+    server = ScriptedProvider([text("Noted: the deploy is on Friday."), text("On Friday.")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("the deploy is on Friday"))
+            await gw.platform.wait_for(lambda m: m.text.startswith("Noted"))
+            (session,) = gw.store.list_sessions()
+        listed = cli(tmp_path, "sessions", "list")
+        resumed = ask(tmp_path, server, "when is the deploy?", "--resume", session.id)
+    assert session.id in listed.stdout
+    assert resumed.returncode == 0 and "On Friday." in resumed.stdout
+    said, answered, asked = (m["content"] for m in server.requests[-1].body["messages"][1:])
+    assert (said, answered) == ("the deploy is on Friday", "Noted: the deploy is on Friday.")
+    assert asked.startswith("when is the deploy?")  # (and a note: the terminal's folder differs)

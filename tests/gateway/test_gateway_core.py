@@ -350,3 +350,24 @@ async def test_a_room_uses_its_own_model_and_prompt(tmp_path: Path) -> None:
     assert direct["messages"][0] == {"role": "system", "content": "Talk like a pirate."}
     assert room["messages"][0] == {"role": "system", "content": "Answer in verse."}
     assert (direct["model"], room["model"]) == ("scripted-model", "poet-model")
+
+
+async def test_resume_continues_an_earlier_conversation_in_the_chat(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("Blue it is."), text("Fresh start."), text("You said blue.")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("my colour is blue"))
+            await gw.platform.wait_for(lambda m: m.text == "Blue it is.")
+            (first,) = gw.store.list_sessions()
+            await gw.platform.deliver(user_message("/new"))
+            await gw.platform.deliver(user_message("hello"))
+            await gw.platform.wait_for(lambda m: m.text == "Fresh start.")
+            await gw.platform.deliver(user_message("/resume"))
+            listing = await gw.platform.wait_for(lambda m: m.text.startswith("Recent"))
+            await gw.platform.deliver(user_message(f"/resume {first.id}"))
+            await gw.platform.deliver(user_message("what is my colour?"))
+            await gw.platform.wait_for(lambda m: m.text == "You said blue.")
+    assert first.id in listing.text
+    assert f"Continuing conversation {first.id}." in gw.texts()
+    history = [m["content"] for m in server.requests[-1].body["messages"][1:]]
+    assert history == ["my colour is blue", "Blue it is.", "what is my colour?"]
