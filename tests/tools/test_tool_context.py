@@ -5,7 +5,6 @@ count, approvals off applies, no one to ask means no, and the question is an
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +13,8 @@ import pytest
 from helpers import scripted_agent, tool_results
 from talaria import ToolContext, tool
 from talaria.agent_tools.services import AgentServices
-from talaria.core import ToolCall
 from talaria.events import ApprovalRequested, Event
-from talaria.interaction import Interactions
-from talaria.interrupt import InterruptSignal
-from talaria.plugins.hooks import HookBus
-from talaria.policy.approval import ApprovalState
 from talaria.testing import ScriptedProvider, call, text
-from talaria.tools.approvals import CallApprover
-from talaria.tools.executor import ToolExecutor
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -113,57 +105,3 @@ def test_a_context_typed_with_its_services_is_hidden_from_the_model() -> None:
     assert where.context_param == "ctx" and maybe.context_param == "ctx"
     assert list(where.parameters["properties"]) == ["detail"]
     assert maybe.parameters["properties"] == {}
-
-
-async def test_a_sub_agents_executor_asks_its_roots_approver(tmp_path: Path) -> None:
-    """A child's calls that need a yes are asked at the root (its events, its grants),
-    not of the child's own front ends, of which it has none."""
-    asked: list[ApprovalRequested] = []
-
-    def root_front_end(event: Event) -> None:
-        if isinstance(event, ApprovalRequested):
-            asked.append(event)
-            assert root_interactions.respond(event.request_id, "session")
-
-    root_interactions = Interactions(root_front_end)
-    root_interactions.add_responder(["approval"])
-    root_grants = ApprovalState()
-    root = CallApprover(root_grants, root_interactions, 30.0, "call_root", "delegate_task", {})
-    child_events: list[Event] = []
-    child = ToolExecutor(
-        tools={"terminal": _echo_terminal()},
-        hooks=HookBus(),
-        approvals=ApprovalState(),
-        interactions=Interactions(child_events.append),  # nobody answers the child itself
-        approver=root,
-    )
-
-    def context(call: ToolCall, cancel: threading.Event) -> ToolContext:
-        return ToolContext("task", "child-session", tmp_path, tmp_path, cancel, child_events.append)
-
-    calls = [ToolCall("c1", "terminal", {"command": "rm -rf build"})]
-    batch = await child.run_batch(calls, context, InterruptSignal(), child_events.append)
-    assert [(e.call_id, e.tool_name, e.command) for e in asked] == [
-        ("call_root", "terminal", "rm -rf build")
-    ]
-    assert root_grants.is_granted("rm -rf build")
-    assert batch.messages[0]["content"] == "ran rm -rf build"
-    assert not any(isinstance(e, ApprovalRequested) for e in child_events)
-
-
-def _echo_terminal() -> Any:
-    from talaria.tools.base import Tool
-
-    def run(command: str) -> str:
-        return f"ran {command}"
-
-    return Tool(
-        name="terminal",
-        description="Run a command.",
-        parameters={
-            "type": "object",
-            "properties": {"command": {"type": "string"}},
-            "required": ["command"],
-        },
-        handler=run,
-    )

@@ -103,9 +103,6 @@ class ToolExecutor:
     interactions: Interactions
     settings: ExecutorSettings = field(default_factory=ExecutorSettings)
     telemetry: Telemetry = NO_TELEMETRY
-    approver: ToolApprover | None = None
-    """Where approvals are asked instead of this agent's own requests and grants (a
-    sub-agent's: its root agent's `ToolContext.approver`); None: this agent asks."""
 
     async def run_batch(
         self,
@@ -271,7 +268,7 @@ class ToolExecutor:
             )
         if guard.ask is not None and assessment is None:
             assessment = _hook_asks(call.name, arguments, guard.ask)
-        ctx.approver = self.approver or CallApprover(
+        ctx.approver = CallApprover(
             self.approvals,
             self.interactions,
             self.settings.approval_timeout,
