@@ -24,6 +24,7 @@ from talaria.providers.resilience.caller import CallerSettings, ModelCaller
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.providers.resilience.credentials import CredentialSource
 from talaria.skills.catalog import SkillCatalog, skill_roots
+from talaria.skills.index import IN_USE, in_use
 from talaria.tools.executor import ExecutorSettings, ToolExecutor
 from talaria.tools.sandbox import SandboxPolicy
 
@@ -342,7 +343,9 @@ def open_session(
         session_id = _resolve_existing(store, session_id)
     info = store.get_session(session_id) if session_id else None
     if info is not None:
-        return _resumed(info, store, runtime, system_message, agent.spec.cwd)
+        return _named_skills(
+            agent, runtime, _resumed(info, store, runtime, system_message, agent.spec.cwd)
+        )
     from talaria.loop.session import new_session_id
     from talaria.store.base import SessionExists
 
@@ -365,7 +368,9 @@ def open_session(
         info = store.get_session(new_id)
         if info is None:
             raise
-        return _resumed(info, store, runtime, system_message, agent.spec.cwd)
+        return _named_skills(
+            agent, runtime, _resumed(info, store, runtime, system_message, agent.spec.cwd)
+        )
     return SessionHandle(new_id, store, prompt)
 
 
@@ -405,6 +410,17 @@ def open_checkpoints(agent: Agent, runtime: Runtime, session_id: str) -> Session
         max_file_bytes=int(settings.max_file_bytes),
         exclude=[home, checkpoints_root(home)],
     )
+
+
+def _named_skills(agent: Agent, runtime: Runtime, handle: SessionHandle) -> SessionHandle:
+    """A resumed session whose stored prompt lacks a skill named now (`--skill` with
+    `--resume`) gets it in each request's newest message (the stored prompt stays)."""
+    prompt = handle.system_prompt or ""
+    missing = [name for name in agent.spec.skills if f"{IN_USE}{name}\n" not in prompt]
+    if missing and runtime.skills is not None:
+        named = active_skills(runtime.skills.skills(), missing)
+        handle.skills_in_use = "\n\n".join(in_use(name, body) for name, body in named)
+    return handle
 
 
 def _resumed(

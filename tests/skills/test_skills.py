@@ -215,3 +215,24 @@ def test_a_plugin_brings_its_own_skills(provider: ScriptedProvider, tmp_path: Pa
     assert "- pdf-tools: Extract text" in system_prompt(provider.requests[0])
     assert "Run `python scripts/extract.py FILE`" in tool_results(result)[0]
     assert [(s.name, s.source) for s in agent.skills()] == [("pdf-tools", "plugin")]
+
+
+def test_a_skill_named_for_a_resumed_session_rides_in_the_newest_message(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    example_skill(tmp_path / "skills")
+    provider.add(text("one"), text("two"), text("three"))
+    first = scripted_agent(provider, tmp_path, session_id="work")
+    first.run_conversation("start")
+    first.close()
+
+    resumed = scripted_agent(provider, tmp_path, session_id="work", skills=["pdf-tools"])
+    resumed.run_conversation("now the pdf")
+    resumed.run_conversation("and again")
+
+    prompts = {system_prompt(request) for request in provider.requests}
+    assert len(prompts) == 1 and "Skill in use" not in prompts.pop()  # the stored prompt stays
+    for request in provider.requests[1:]:
+        newest = newest_text(request)
+        assert "# Skill in use: pdf-tools\n---\nname: pdf-tools" in newest
+    assert "Skill in use" not in newest_text(provider.requests[0])

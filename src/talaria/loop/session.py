@@ -54,6 +54,9 @@ class SessionHandle:
     names (a session resumed elsewhere; the prompt stays byte-stable): each request carries
     it in its newest message."""
 
+    skills_in_use: str | None = None
+    """Skills named for this run that the stored prompt lacks (a resumed session): each
+    request carries them in its newest message."""
     skills_note: str | None = None
     """The skills that changed since the stored system prompt listed them (looked at each
     turn): each request carries it in its newest message."""

@@ -267,6 +267,7 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             state.guard.take_note() or "",
             session.cwd_note or "",
             session.skills_note or "",
+            session.skills_in_use or "",
         ]
         response = await _call(rt, session, state, notes)
         state.budget.spend()

@@ -107,7 +107,9 @@ def _skills_sections(inputs: PromptInputs) -> list[str]:
 
 
 def _active_skills(inputs: PromptInputs) -> list[str]:
-    return [f"# Skill in use: {name}\n{body.strip()}" for name, body in inputs.active_skills]
+    from talaria.skills.index import in_use
+
+    return [in_use(name, body) for name, body in inputs.active_skills]
 
 
 def _context_file(cwd: Path) -> str:

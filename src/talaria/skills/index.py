@@ -17,8 +17,15 @@ INTRO = (
     "Skills are instructions for particular tasks. When a task matches a skill's description, "
     "load it with `skill_view(name)` first and follow it."
 )
+IN_USE = "# Skill in use: "
+"""The heading of a skill named at start-up, given whole (`--skill`, `Agent(skills=[...])`)."""
 ENTRY_LIMIT = 250
 """Characters of one description in the index (the whole of it is in the SKILL.md)."""
+
+
+def in_use(name: str, instructions: str) -> str:
+    """A skill named at start-up, as the model reads it."""
+    return f"{IN_USE}{name}\n{instructions.strip()}"
 
 
 def _entry(skill: Skill) -> str:
