@@ -371,3 +371,26 @@ async def test_resume_continues_an_earlier_conversation_in_the_chat(tmp_path: Pa
     assert f"Continuing conversation {first.id}." in gw.texts()
     history = [m["content"] for m in server.requests[-1].body["messages"][1:]]
     assert history == ["my colour is blue", "Blue it is.", "what is my colour?"]
+
+
+async def test_a_clarify_question_is_answered_with_a_button_or_a_reply(tmp_path: Path) -> None:
+    question = {"question": "Which colour?", "choices": ["red", "green"]}
+    server = ScriptedProvider(
+        [calls(("clarify", question)), text("Red it is."),
+         calls(("clarify", question)), text("Green it is.")]
+    )  # fmt: skip
+    agent = {"toolsets": ["clarify"], "tools": []}
+    with server:
+        async with running_gateway(server, tmp_path, agent=agent) as gw:
+            await gw.platform.deliver(user_message("paint it"))
+            asked = await gw.platform.wait_for(lambda m: m.text.startswith("Question 1"))
+            assert [b.label for b in asked.buttons] == ["red", "green"]
+            await gw.platform.deliver(press(asked, asked.buttons[0].value))
+            await gw.platform.wait_for(lambda m: m.text == "Red it is.")
+            await gw.platform.deliver(user_message("again"))
+            await gw.platform.wait_for(lambda m: m.text.startswith("Question 2"))
+            await gw.platform.deliver(user_message("2"))  # a reply: the second choice
+            await gw.platform.wait_for(lambda m: m.text == "Green it is.")
+    results = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert "red" in results[0] and "green" in results[1]
+    assert "Answered: red" in asked.text

@@ -171,6 +171,9 @@ class ChatSession:
         if self.agent is None:
             assert self.session_id is not None
             self.agent = self.ctx.make_agent(self.session_id, self.model)
+            # the chat answers questions: declared before the session opens, or the agent
+            # assembles clarify as unanswerable
+            self.agent.subscribe(_answered_elsewhere, answers=ANSWERS)
             await run_blocking(self.agent.warm_up)
         return self.agent
 
@@ -485,6 +488,11 @@ class ChatSession:
         if self.worker is not None:
             self.worker.cancel()
         await self._drop_agent()
+
+
+def _answered_elsewhere(event: ev.Event) -> None:
+    """The lasting subscription only declares that the chat answers; each run's event stream
+    is where the events are read."""
 
 
 COMMANDS = {
