@@ -53,8 +53,9 @@ def site() -> Iterator[WebSite]:
 class Session:
     """The browser tools of one session, called as the executor calls them."""
 
-    def __init__(self, work: Path, web: WebSettings = LOCAL) -> None:
-        self.tools = {t.name: t for t in browser_tools(web, BrowserSettings())}
+    def __init__(self, work: Path, web: WebSettings = LOCAL, resolve: Any = None) -> None:
+        made = browser_tools(web, BrowserSettings(), *([resolve] if resolve else []))
+        self.tools = {t.name: t for t in made}
         self.ctx = ToolContext("task", f"session-{id(self)}", work, work, threading.Event(),
                                lambda event: None)  # fmt: skip
 
@@ -292,7 +293,8 @@ def test_an_agent_browses_sees_the_screenshot_and_closes_the_browser(
         _, booked, _ = tool_results(result)
         assert "Mooring booked for Petrel." in booked
         assert images_sent(server.requests[-1].body)[0].startswith(b"\x89PNG")
-        browsers = _chromium_processes("--user-data-dir=")
+        browsers = [pid for pid in _chromium_processes("--user-data-dir=")
+                    if _parent_chain_has(pid, os.getpid())]  # fmt: skip
         assert browsers
         agent.close()
     assert not any(_alive(pid) for pid in browsers)
@@ -329,3 +331,23 @@ def test_the_browsers_own_ports_are_never_reached_even_with_private_allowed(host
     with pytest.raises(ToolError, match="control ports"):
         asyncio.run(guard.check(f"http://{host}:9222/json/version"))
     assert asyncio.run(guard.check(f"http://{host}:9223/"))[1] == 9223  # other ports: allowed
+
+
+def test_the_users_proxy_is_used_after_the_check(
+    tmp_path: Path, site: WebSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As with web_fetch: the name is checked here, then the user's proxy is asked for it."""
+
+    async def public(host: str, port: int) -> list[str]:
+        return ["8.8.8.8"]  # never connected to: the proxy is
+
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{site.port}")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    session = Session(tmp_path, WebSettings(), public)
+    try:
+        page = session("browser_navigate", url="http://tides.example/form")
+        assert "Page: Harbour office" in page
+        assert ("http://tides.example/form", "tides.example") in site.requests
+    finally:
+        session.close()

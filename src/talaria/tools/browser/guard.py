@@ -15,14 +15,15 @@ the place where the check and the connection are one step; no proxy package does
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import ipaddress
 from collections import OrderedDict
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from talaria.tools.base import ToolError
 from talaria.tools.web.addresses import Resolver, checked_addresses
-from talaria.tools.web.fetch import target
+from talaria.tools.web.fetch import proxy_for, target
 from talaria.tools.web.settings import WebSettings
 
 MAX_HEAD = 64 * 1024
@@ -89,9 +90,11 @@ class GuardProxy:
             )
             await writer.drain()
             return
+        proxy = proxy_for("https" if tunnel else "http", host)
         try:
             upstream_reader, upstream = await asyncio.wait_for(
-                asyncio.open_connection(address, port), self.settings.timeout
+                self._connect(proxy, address, port, where if tunnel else None),
+                self.settings.timeout,
             )
         except (OSError, TimeoutError) as exc:
             self._refused(where if tunnel else url, f"cannot connect to {host} ({address}): {exc}")
@@ -104,10 +107,29 @@ class GuardProxy:
             if tunnel:
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
-                upstream.write(_origin_request(method, url, version, headers))
+                upstream.write(_forwarded(method, url, version, headers, proxy))
             await asyncio.gather(_pipe(reader, upstream), _pipe(upstream_reader, writer))
         finally:
             upstream.close()
+
+    async def _connect(
+        self, proxy: str | None, address: str, port: int, tunnel: str | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to the checked address, or through the user's proxy (`*_proxy`, as
+        `web_fetch` uses it: the name was checked here, the proxy resolves it), with the
+        tunnel to `tunnel` (host:port) already open."""
+        if proxy is None:
+            return await asyncio.open_connection(address, port)
+        parts = urlsplit(proxy)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
+        if tunnel is not None:
+            auth = _proxy_authorization(parts.username, parts.password)
+            writer.write(f"CONNECT {tunnel} HTTP/1.1\r\nHost: {tunnel}\r\n{auth}\r\n".encode())
+            answer = (await reader.readuntil(b"\r\n\r\n")).split(b" ", 2)
+            if len(answer) < 2 or answer[1] != b"200":
+                writer.close()
+                raise OSError(f"the proxy {parts.hostname} refused the tunnel")
+        return reader, writer
 
     def _refused(self, key: str, reason: str) -> None:
         self.refusals[key.lower()] = reason
@@ -153,9 +175,10 @@ def _reaches_this_machine(address: str) -> bool:
     return ip.is_loopback or ip.is_unspecified
 
 
-def _origin_request(method: str, url: str, version: str, headers: list[str]) -> bytes:
-    """The request as the server expects it: its path (not the full URL) on the request line,
-    the proxy's own headers dropped, and the connection closed after one response."""
+def _forwarded(method: str, url: str, version: str, headers: list[str], proxy: str | None) -> bytes:
+    """The request as the next hop expects it: for the server its path (not the full URL) on
+    the request line, for the user's proxy the full URL and its credentials; this proxy's own
+    headers dropped, and the connection closed after one response."""
     parts = urlsplit(url)
     path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
     kept = [
@@ -163,8 +186,20 @@ def _origin_request(method: str, url: str, version: str, headers: list[str]) -> 
         for line in headers
         if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS
     ]
-    lines = [f"{method} {path} {version}", *kept, "Connection: close", "", ""]
+    if proxy is not None:
+        upstream = urlsplit(proxy)
+        path = url
+        kept.append(_proxy_authorization(upstream.username, upstream.password).strip())
+    lines = [f"{method} {path} {version}", *filter(None, kept), "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1")
+
+
+def _proxy_authorization(user: str | None, password: str | None) -> str:
+    """The header line that logs in to the user's proxy, "" when its URL names nobody."""
+    if not user:
+        return ""
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password or '')}".encode()).decode()
+    return f"Proxy-Authorization: Basic {token}\r\n"
 
 
 async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

@@ -73,7 +73,7 @@ async def fetch_page(url: str, settings: WebSettings, resolve: Resolver = system
         addresses = await checked_addresses(
             host, port, allow_private=settings.private_ok(host), resolve=resolve
         )
-        proxy = _proxy_for(scheme, host)
+        proxy = proxy_for(scheme, host)
         try:
             async with httpx2.AsyncClient(
                 proxy=proxy, trust_env=False, timeout=settings.timeout, verify=_tls()
@@ -151,7 +151,7 @@ def _content_type(header: str) -> tuple[str, str]:
     return media.strip().lower(), charset
 
 
-def _proxy_for(scheme: str, host: str) -> str | None:
+def proxy_for(scheme: str, host: str) -> str | None:
     """The proxy the user's environment names for this URL, None to connect directly."""
     proxies = urllib.request.getproxies()
     proxy = proxies.get(scheme) or proxies.get("all")
