@@ -394,3 +394,15 @@ async def test_a_clarify_question_is_answered_with_a_button_or_a_reply(tmp_path:
     results = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
     assert "red" in results[0] and "green" in results[1]
     assert "Answered: red" in asked.text
+
+
+async def test_two_messages_back_to_back_are_both_answered_in_order(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("answer one"), text("answer two")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("one"))
+            await gw.platform.deliver(user_message("two"))  # before the first turn started
+            await gw.platform.wait_for(lambda m: m.text == "answer two")
+    answers = [t for t in gw.texts() if t.startswith("answer")]
+    assert answers == ["answer one", "answer two"]
+    assert server.requests[1].body["messages"][-1]["content"] == "two"

@@ -99,6 +99,8 @@ class ChatSession:
         """Inbound ids of the running run not yet answered."""
         self.waiting: dict[str, str] = {}
         """Queued message id -> the inbound id it came from (not yet started)."""
+        self.turn_started = asyncio.Event()
+        """Set once the run's first turn runs: a message before that waits for it."""
         self.finishing = False
         """The run's last turn has answered and nothing waits: a new message is no busy one."""
         self.stale_agent = False
@@ -197,10 +199,19 @@ class ChatSession:
         while self.run is not None and not self.run.done() and self.finishing:
             await asyncio.wait([self.run])  # answered: only its bookkeeping is left
         if self.run is not None and not self.run.done():
+            await self._turn_or_end(self.run)
+        if self.run is not None and not self.run.done():
             await self._while_busy(message, text)
             return
         self.taken = [message.message_id]
         self.run = asyncio.create_task(self._run(text))
+
+    async def _turn_or_end(self, run: asyncio.Task[None]) -> None:
+        """Until the run's turn has started (the agent can queue, steer or interrupt it) or
+        the run has ended (the message starts a run of its own)."""
+        started = asyncio.ensure_future(self.turn_started.wait())
+        await asyncio.wait([started, run], return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
 
     async def _while_busy(self, message: Inbound, text: str) -> None:
         agent = self.agent
@@ -233,6 +244,7 @@ class ChatSession:
         each queued message's, until none waits."""
         generation = self.generation
         self.finishing = False
+        self.turn_started.clear()
         view = TurnView(self.ui)
         typing = asyncio.create_task(self._keep_typing())
         agent: Agent | None = None
@@ -288,6 +300,7 @@ class ChatSession:
     async def _on_event(self, event: ev.Event, view: TurnView, generation: int) -> None:
         if isinstance(event, ev.TurnStarted):
             self.finishing = False
+            self.turn_started.set()
             view.reset()
         elif isinstance(event, ev.TurnFinished):
             await self._turn_finished(event, view, generation)
