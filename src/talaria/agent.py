@@ -632,13 +632,14 @@ class Agent:
             return False
 
     async def _step_checkpoint(self, runtime: Runtime, names: list[str]) -> None:
-        """Before a step whose tools could write, a checkpoint of the files (a failure is a
-        warning: the step runs, the turn's own checkpoints still hold)."""
-        from talaria.assembly import may_write
+        """Before a step whose tools change files (`assembly.writes_files`), a checkpoint of
+        the files (a failure is a warning: the step runs, the turn's own checkpoints still
+        hold)."""
+        from talaria.assembly import writes_files
         from talaria.checkpoints import CheckpointError
         from talaria.events import Notice
 
-        writing = [name for name in names if may_write(runtime.tools.get(name))]
+        writing = [name for name in names if writes_files(runtime.tools.get(name))]
         if not writing:
             return
         try:

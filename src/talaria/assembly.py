@@ -383,6 +383,17 @@ def may_write(tool: Tool | None) -> bool:
     return tool is None or tool.toolset not in _READ_ONLY_TOOLSETS
 
 
+_WRITING_TOOLSETS = frozenset({"file", "terminal", "code", "browser", "mcp"})
+"""Toolsets whose tools change files as their job: a checkpoint is taken before a step that
+calls one. Another tool that may write (a custom one, say) is covered by the turn's own
+checkpoints, so a tool loop over cheap functions does not walk the workspace at every step."""
+
+
+def writes_files(tool: Tool | None) -> bool:
+    """Is a checkpoint due before a step that calls this tool (an unknown one: yes)?"""
+    return tool is None or tool.toolset in _WRITING_TOOLSETS
+
+
 def open_checkpoints(agent: Agent, runtime: Runtime, session_id: str) -> SessionCheckpoints:
     """The session's checkpoints of the roots its commands may write (the working directory
     where the sandbox confines nothing); old sessions' checkpoints are pruned first. A

@@ -4,12 +4,14 @@ edits, files over the size cap and ignored folders are left as they are."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from checkpoint_support import tree_hash, turn, workspace_agent
 
 from helpers import scripted_agent
+from talaria import tool
 from talaria.testing import calls, text
 from talaria.testing.server import ScriptedProvider
 
@@ -147,6 +149,37 @@ def test_an_agent_whose_tools_cannot_write_takes_no_snapshots(
         (turn,) = agent.checkpoints()
         assert turn.changed == () and agent.rewind(1, files=False).conversation
     assert not list((home / "checkpoints").glob("*/roots"))
+
+
+def test_steps_of_custom_tools_take_no_snapshot_but_the_turn_catches_their_changes(
+    provider: ScriptedProvider, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+
+    @tool
+    def note(text: str) -> str:
+        """Append a line to notes.txt.
+
+        Args:
+            text: the line
+        """
+        with open(work / "notes.txt", "a") as notes:
+            notes.write(text + "\n")
+        return "noted"
+
+    home = tmp_path / "talaria"
+    with scripted_agent(provider, home, tools=[note], toolsets=["file"], cwd=work) as agent:
+        for line in ("one", "two"):
+            provider.add(calls(("note", {"text": line})))
+        provider.add(calls(("write_file", {"path": "last.txt", "content": "last\n"})))
+        provider.add(text("done"))
+        agent.chat("note twice, then write")
+        (summary,) = agent.checkpoints()
+        assert summary.steps == ("write_file",), "only the step that calls a file tool"
+        assert set(summary.changed) == {"notes.txt", "last.txt"}
+        agent.rewind(1, conversation=False)
+        assert sorted(os.listdir(work)) == []
 
 
 BACKGROUND_WRITER = (
