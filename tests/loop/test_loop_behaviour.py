@@ -131,12 +131,13 @@ def test_interrupt_during_model_call(provider: ScriptedProvider, mode: str, tmp_
 
 
 def test_interrupt_during_tools(provider: ScriptedProvider, mode: str, tmp_path: Path) -> None:
-    gate = threading.Event()
+    gate, waiting = threading.Event(), threading.Event()
 
     @tool
     def wait_for_gate() -> str:
         """Block until the test opens the gate."""
-        gate.wait(10)
+        waiting.set()
+        gate.wait(300)
         return "gate opened"
 
     provider.add(
@@ -144,7 +145,12 @@ def test_interrupt_during_tools(provider: ScriptedProvider, mode: str, tmp_path:
         text("after interrupt"),
     )
     with make_agent(provider, mode, tmp_path, tools=[wait_for_gate]) as agent:
-        threading.Timer(0.5, agent.interrupt).start()
+
+        def interrupt_while_waiting() -> None:
+            waiting.wait(300)
+            agent.interrupt()
+
+        threading.Thread(target=interrupt_while_waiting, daemon=True).start()
         result = agent.run_conversation(user_message="wait")
         gate.set()
         assert result["interrupted"]
