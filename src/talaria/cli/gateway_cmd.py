@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import logging
 import signal
 import sys
 from collections.abc import Callable
@@ -80,6 +81,7 @@ def _serve(args: argparse.Namespace, config: Any, store: Any) -> int:
         edit_interval=float(config.get("gateway.edit_interval")),
         compress_at=float(config.get("gateway.compress_at")),
     )
+    _log_to_stderr()
     asyncio.run(_run_until_stopped(gateway, [s.name for s in chosen]))
     return 0
 
@@ -98,6 +100,16 @@ def _agent_factory(args: argparse.Namespace, store: Any) -> Callable[[str, str |
         return Agent(session_id=session_id, store=store, **kwargs)
 
     return make
+
+
+def _log_to_stderr() -> None:
+    """The gateway's own log (rate limits, retries, refused sends) on stderr, where a service
+    manager keeps it."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("talaria.gateway")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 async def _run_until_stopped(gateway: Any, names: list[str]) -> None:
