@@ -21,9 +21,10 @@ def split_message(text: str, limit: int) -> list[str]:
     current: list[str] = []
     size = 0
     fence: str | None = None  # the opening line of the code block we are in
+    carried = 0  # lines of `current` that only reopen the block (nothing of the text's own)
 
     def close() -> None:
-        nonlocal current, size
+        nonlocal current, size, carried
         body = "\n".join(current)
         if fence is not None:
             body += "\n" + FENCE
@@ -31,6 +32,7 @@ def split_message(text: str, limit: int) -> list[str]:
             parts.append(body)
         current = [fence] if fence is not None else []
         size = len(fence) + 1 if fence is not None else 0
+        carried = len(current)
 
     reserve = len(FENCE) + 1
     for line in text.split("\n"):
@@ -42,7 +44,7 @@ def split_message(text: str, limit: int) -> list[str]:
         if line.lstrip().startswith(FENCE):
             fence = None if fence is not None else line.strip()
     rest = "\n".join(current)
-    if rest.strip() and rest.strip() != (fence or "").strip():
+    if len(current) > carried and rest.strip():
         parts.append(rest)
     return parts
 
