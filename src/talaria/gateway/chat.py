@@ -203,6 +203,12 @@ class ChatSession:
         if self.run is not None and not self.run.done():
             await self._while_busy(message, text)
             return
+        try:
+            await self._agent()  # built before a next message can find the chat busy
+        except Exception as exc:
+            await self._failed(exc)
+            await self._finish(message)
+            return
         self.taken = [message.message_id]
         self.run = asyncio.create_task(self._run(text))
 
@@ -254,8 +260,7 @@ class ChatSession:
             async for event in await self._events(agent, text):
                 await self._on_event(event, view, generation)
         except Exception as exc:
-            log.exception("%s: a turn failed", self.chat.platform)
-            await self.say(f"Sorry, that failed: {type(exc).__name__}", f"fail-{new_session_id()}")
+            await self._failed(exc)
         finally:
             typing.cancel()
             waiting = set(self.waiting.values())
@@ -268,6 +273,10 @@ class ChatSession:
         if agent is not None and generation == self.generation and agent.queued_messages:
             # queued just as the run looked at its queue for the last time
             self.run = asyncio.create_task(self._run(None))
+
+    async def _failed(self, exc: Exception) -> None:
+        log.exception("%s: a turn failed", self.chat.platform, exc_info=exc)
+        await self.say(f"Sorry, that failed: {type(exc).__name__}", f"fail-{new_session_id()}")
 
     async def _compress_if_full(self, agent: Agent) -> None:
         """Compress a session past `compress_at` of its window before the next message's
