@@ -1,6 +1,7 @@
 """Serve a bench plan (see common.Plan) from talaria's ScriptedProvider until stdin closes.
 
-Prints the OpenAI base URL on the first line; on exit prints request statistics as JSON. Runs
+The plan "echo" answers each turn with its user message (bench/gateway.py). Prints the OpenAI
+base URL on the first line; on exit prints request statistics as JSON. Runs
 in its own process so the server never competes with the measured agent for the GIL.
 The line `arrivals` on stdin is answered with one JSON line: for each first user message seen
 since the last such line, the wall-clock time (time.time()) its first request arrived, which
@@ -21,6 +22,14 @@ from typing import Any
 
 from talaria.testing import Script, ScriptedProvider, calls, text
 from talaria.testing.script import Step
+
+
+def echo(body: dict[str, Any], delay: float = 0.0) -> Step:
+    """The plan "echo": answer each turn with its user message, as `echo: <message>` (the
+    message ends the turn's last user message, whatever a front end put before it)."""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    said = str(users[-1].get("content")) if users else ""
+    return text(f"echo: {said.splitlines()[-1] if said else ''}", delay=delay)
 
 
 def step_for(plan: list[list[list[Any]]], body: dict[str, Any], delay: float = 0.0) -> Step:
@@ -67,7 +76,7 @@ def main() -> None:
 
     def answer(body: dict[str, Any]) -> Step:
         arrivals.record(body)
-        return step_for(plan, body, delay)
+        return echo(body, delay) if plan == "echo" else step_for(plan, body, delay)
 
     tls = None
     if len(sys.argv) > 4:  # a certificate and its key: serve https://

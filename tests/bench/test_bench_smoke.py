@@ -58,6 +58,7 @@ def results(tmp_path: Path, name: str) -> dict[str, Any]:
         "idle_agents",
         "checkpoints",
         "tasks",
+        "gateway",
     ],
 )
 def test_every_bench_module_imports_without_side_effects(name: str) -> None:
@@ -84,6 +85,12 @@ def test_scripted_plan_follows_the_turn_and_honours_a_step_limit() -> None:
     assert serve.step_for(plan, later).text == "done"
     cut = serve.step_for(plan, {"messages": [{"role": "user", "content": "steps=1"}]})
     assert cut.text == "done" and not cut.tool_calls
+
+
+def test_the_echo_plan_answers_each_turn_with_its_message() -> None:
+    serve = bench("serve")
+    said = {"messages": [{"role": "user", "content": "[alice]\nr3 m1"}]}
+    assert serve.echo(said).text == "echo: r3 m1"
 
 
 def test_tables_show_how_many_times_cheaper_talaria_is() -> None:

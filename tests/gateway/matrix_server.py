@@ -43,6 +43,9 @@ CONFIG: dict[str, Any] = {
     "rc_joins": {"local": UNLIMITED, "remote": UNLIMITED},
     "rc_invites": {"per_room": UNLIMITED, "per_user": UNLIMITED, "per_issuer": UNLIMITED},
     "rc_admin_redaction": UNLIMITED,
+    "rc_room_creation": UNLIMITED,
+    "rc_joins_per_room": UNLIMITED,
+    "rc_profile": UNLIMITED,
 }
 
 
