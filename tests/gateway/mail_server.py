@@ -5,14 +5,15 @@ gateway's, a test user's) finds it in the recipient's INBOX."""
 
 from __future__ import annotations
 
-import asyncio
 import imaplib
 import os
 import pwd
 import subprocess
+import sys
 from collections.abc import Iterator
 from email import message_from_bytes, policy
 from email.message import EmailMessage, Message
+from pathlib import Path
 
 import pytest
 from chat_server import ServerProcess, free_port, require
@@ -67,7 +68,7 @@ class MailServer:
         self.imap_port = free_port()
         self.smtp_port = free_port()
         self.passwords: dict[str, str] = {}
-        self._smtp: object | None = None
+        self.smtp_process = ServerProcess("smtp")
 
     def start(self) -> None:
         if os.geteuid() == 0:
@@ -100,49 +101,15 @@ class MailServer:
         self._start_smtp()
 
     def _start_smtp(self) -> None:
-        from aiosmtpd.controller import Controller
-        from aiosmtpd.smtp import AuthResult
-
-        server = self
-
-        def authenticate(_server, _session, _envelope, _mechanism, auth_data):  # type: ignore[no-untyped-def]
-            login = auth_data.login.decode()
-            ok = server.passwords.get(login) == auth_data.password.decode()
-            return AuthResult(success=ok)
-
-        class Deliver:
-            async def handle_RCPT(self, _server, _session, envelope, address, _options):  # type: ignore[no-untyped-def]
-                if address.lower() not in server.passwords:
-                    return "550 5.1.1 no such user here"
-                envelope.rcpt_tos.append(address.lower())
-                return "250 OK"
-
-            async def handle_DATA(self, _server, _session, envelope):  # type: ignore[no-untyped-def]
-                for rcpt in envelope.rcpt_tos:
-                    # subprocess in a thread: this loop is not the main thread's, and asyncio's
-                    # child watcher reports its children to the main thread's loop
-                    lda = await asyncio.to_thread(
-                        subprocess.run,
-                        [LDA, "-c", str(server.dir / "dovecot.conf"), "-d", rcpt,
-                         "-f", envelope.mail_from],
-                        input=envelope.original_content,
-                        capture_output=True,
-                        timeout=60,
-                    )  # fmt: skip
-                    if lda.returncode != 0:
-                        why = f"({lda.returncode}) {lda.stderr.decode()[:200]}"
-                        return f"451 4.3.0 delivery to {rcpt} failed: {why}"
-                return "250 OK delivered"
-
-        controller = Controller(
-            Deliver(),
-            hostname="127.0.0.1",
-            port=self.smtp_port,
-            authenticator=authenticate,
-            auth_require_tls=False,
+        """The SMTP server in a process of its own (its event loop is not this process's)."""
+        script = Path(__file__).with_name("smtp_server.py")
+        conf, passwd = str(self.dir / "dovecot.conf"), str(self.dir / "passwd.d")
+        self.smtp_process.proc = subprocess.Popen(
+            [sys.executable, str(script), str(self.smtp_port), LDA, conf, passwd],
+            stdin=subprocess.PIPE,
+            cwd=self.smtp_process.directory,
         )
-        controller.start()
-        self._smtp = controller
+        self.smtp_process.wait_listening(self.smtp_port, greeting=b"220")
 
     def add_user(self, name: str, password: str = "secret") -> str:
         """A mailbox `name@example.test` (its address) that IMAP and SMTP both accept."""
@@ -181,8 +148,10 @@ class MailServer:
             imap.store("1:*", "-FLAGS", f"({keyword})")
 
     def stop(self) -> None:
-        if self._smtp is not None:
-            self._smtp.stop()  # type: ignore[attr-defined]
+        smtp = self.smtp_process.proc
+        if smtp is not None and smtp.stdin is not None:
+            smtp.stdin.close()  # its signal to stop
+        self.smtp_process.stop()
         self.process.stop()
 
 
