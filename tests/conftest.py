@@ -106,3 +106,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(chat_server))
         elif item.get_closest_marker("postgres") and not os.environ.get("TALARIA_TEST_PG_URL"):
             item.add_marker(pytest.mark.xdist_group("postgres"))
+        elif item.get_closest_marker("model_server"):
+            # The model server answers one request at a time: a second worker would only queue.
+            item.add_marker(pytest.mark.xdist_group("model_server"))

@@ -1,0 +1,193 @@
+"""Real turns on a real model server: llama.cpp's llama-server with Qwen2.5-Coder 0.5B Instruct
+(scripts/model_server.sh), through the library and the CLI, in each wire API the server speaks
+(Chat Completions, Responses, Anthropic Messages).
+
+The model is small and answers with temperature 0 and a fixed seed, so the turns repeat; the
+assertions still judge only what the tools did (the file on disk holds what the write_file
+call sent), never the model's prose. Outputs and
+iterations are capped so the whole file takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from talaria import Agent
+from talaria.events import ToolFinished, ToolStarted
+
+pytestmark = [pytest.mark.model_server, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "model_server.sh"
+SIZE = "0.5b"
+MODES = ("chat_completions", "codex_responses", "anthropic_messages")
+MAX_TOKENS = 128
+LIMITS = {"model.max_tokens": MAX_TOKENS, "approvals.mode": "off", "memory.enabled": False}
+"""A short answer per call (a runaway generation ends soon), and no approval to wait for."""
+
+
+@dataclass(frozen=True)
+class ModelServer:
+    url: str
+    """The OpenAI base URL (ending in /v1)."""
+    model: str
+
+    def base_url(self, mode: str) -> str:
+        """Anthropic clients add /v1 themselves."""
+        return self.url.removesuffix("/v1") if mode == "anthropic_messages" else self.url
+
+
+def _served_model(url: str) -> str:
+    with urllib.request.urlopen(f"{url}/models", timeout=30) as answer:
+        return str(json.load(answer)["data"][0]["id"])
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: .ci/run starts one and sets TALARIA_TEST_MODEL_URL")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def model_server() -> Iterator[ModelServer]:
+    """TALARIA_TEST_MODEL_URL when set (CI), else a server this run starts when the binary and
+    the model are already built (`bash scripts/model_server.sh install`)."""
+    url = os.environ.get("TALARIA_TEST_MODEL_URL")
+    if url:
+        yield ModelServer(url, _served_model(url))
+        return
+    built = ROOT / ".ci" / "llama"
+    if not (built / "bin" / "llama-server").exists() or not list(built.glob(f"models/*{SIZE}*")):
+        _unavailable(
+            "no model server: set TALARIA_TEST_MODEL_URL or build one with "
+            "`bash scripts/model_server.sh install`"
+        )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    where = tempfile.mkdtemp(prefix="talaria-test-llama-")
+    started = subprocess.run(
+        ["bash", str(SCRIPT), "start", SIZE, str(port), where],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    try:
+        if started.returncode != 0:
+            _unavailable(f"the model server did not start: {started.stderr[-500:]}")
+        url = started.stdout.strip()
+        yield ModelServer(url, _served_model(url))
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop", where], timeout=60, check=False)
+
+
+@dataclass
+class Calls:
+    """The tool calls of a turn as the tools saw them: arguments in, result out."""
+
+    started: list[ToolStarted]
+    finished: list[ToolFinished]
+
+    def of(self, name: str) -> list[tuple[dict[str, Any], ToolFinished]]:
+        results = {event.call_id: event for event in self.finished if event.name == name}
+        return [
+            (event.arguments, results[event.call_id])
+            for event in self.started
+            if event.name == name and event.call_id in results
+        ]
+
+
+def _agent(server: ModelServer, mode: str, tmp_path: Path, events: list[Any], **kw: Any) -> Agent:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return Agent(
+        model=server.model,
+        base_url=server.base_url(mode),
+        api_mode=mode,
+        home=tmp_path / "home",
+        cwd=work,
+        config=LIMITS,
+        event_callback=events.append,
+        **kw,
+    )
+
+
+def _calls(events: list[Any]) -> Calls:
+    return Calls(
+        [e for e in events if isinstance(e, ToolStarted)],
+        [e for e in events if isinstance(e, ToolFinished)],
+    )
+
+
+def _written(calls: Calls, work: Path) -> tuple[Path, str]:
+    """The file the last successful write_file call wrote, and the text it sent."""
+    writes = [(args, done) for args, done in calls.of("write_file") if not done.is_error]
+    assert writes, f"no write_file call succeeded: {calls.finished}"
+    arguments = writes[-1][0]
+    return work / str(arguments["path"]), str(arguments["content"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tool_call_writes_a_file_through_the_library(
+    model_server: ModelServer, mode: str, tmp_path: Path
+) -> None:
+    """One tool step and the answer (max_iterations=1 then asks for a summary)."""
+    events: list[Any] = []
+    agent = _agent(model_server, mode, tmp_path, events, toolsets=["file"], max_iterations=1)
+    with agent:
+        agent.run_conversation("Use the write_file tool to write the word tangerine to note.txt.")
+    path, content = _written(_calls(events), agent.spec.cwd)
+    assert path.read_text() == content
+
+
+def _cli(server: ModelServer, mode: str, home: Path, work: Path, *argv: str) -> Calls:
+    """`talaria -p ...` in `work` (it must exit 0): the tool calls of its stream-json events."""
+    ran = subprocess.run(
+        [
+            *(sys.executable, "-m", "talaria.cli.main", *argv, "--output-format", "stream-json"),
+            *("--base-url", server.base_url(mode), "--model", server.model, "--api-mode", mode),
+            *("--yolo", "--toolsets", "file", "--max-turns", "1"),
+        ],
+        cwd=work,
+        env={**os.environ, "TALARIA_HOME": str(home), "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    lines = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    kinds = {"tool_started": ToolStarted, "tool_finished": ToolFinished}
+    return _calls([kinds[line.pop("type")](**line) for line in lines if line.get("type") in kinds])
+
+
+def _cli_home(tmp_path: Path) -> tuple[Path, Path]:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir(parents=True)
+    home.mkdir()
+    (home / "config.yaml").write_text(
+        f"model:\n  max_tokens: {MAX_TOKENS}\nmemory:\n  enabled: false\n"
+    )
+    return home, work
+
+
+WRITE = "Use write_file to write tangerine to note.txt."
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_cli_runs_a_tool_call(model_server: ModelServer, mode: str, tmp_path: Path) -> None:
+    home, work = _cli_home(tmp_path)
+    path, content = _written(_cli(model_server, mode, home, work, "-p", WRITE), work)
+    assert path.read_text() == content
