@@ -117,6 +117,23 @@ def test_budget_exhaustion_asks_for_one_tool_free_summary(
     assert provider.invalid_requests == []
 
 
+def test_a_call_written_as_the_summary_is_never_the_answer(
+    provider: ScriptedProvider, mode: str, tmp_path: Path
+) -> None:
+    """Small models often answer the summary request with one more call, as text."""
+    spelled = '{"name": "add", "arguments": {"a": 1, "b": 2}}'
+    provider.add(calls(("add", {"a": 0, "b": 1})), text(f"Next:\n```json\n{spelled}\n```"))
+    provider.add(calls(("add", {"a": 0, "b": 1})), text(spelled))
+    with make_agent(provider, mode, tmp_path, max_iterations=1) as agent:
+        first = agent.run_conversation(user_message="keep adding")
+        second = agent.run_conversation(user_message="again")
+    assert first["turn_exit_reason"] == "max_iterations_reached"
+    assert first["final_response"] == "Next:"
+    assert second["final_response"].startswith("(The budget ran out")
+    assert '"arguments"' not in str(second["messages"][-1]["content"])
+    assert provider.invalid_requests == []
+
+
 @pytest.mark.timeout(60)
 def test_interrupt_during_model_call(provider: ScriptedProvider, mode: str, tmp_path: Path) -> None:
     provider.add(Reply(text="too late", delay=FOREVER), text("second turn works"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -533,11 +533,21 @@ async def _summarise(
     response = await _call(rt, session, state, [request], tool_choice="none")
     message = response.to_message()
     message.pop("tool_calls", None)
-    summary = response.text or "(The budget ran out before a summary was written.)"
+    summary = _without_spelled_calls(response.text or "", rt.tools)
+    summary = summary or "(The budget ran out before a summary was written.)"
     message["content"] = summary
     await session.append(message)
     state.final_response = summary
     state.exit_reason = exit_reason
+
+
+def _without_spelled_calls(text: str, tools: Collection[str]) -> str:
+    """The summary without the tool calls a model wrote as text in it (a small model often
+    answers the summary request with one more call): a call is never the answer."""
+    from talaria.loop.text_tool_calls import find_text_tool_calls
+
+    spelled = find_text_tool_calls(text, tools)
+    return text if spelled is None else spelled.text.strip()
 
 
 async def _over_budget(
