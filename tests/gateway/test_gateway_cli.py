@@ -41,6 +41,8 @@ async def test_a_chat_is_a_session_the_terminal_lists_and_resumes(tmp_path: Path
             await gw.platform.deliver(user_message("the deploy is on Friday"))
             await gw.platform.wait_for(lambda m: m.text.startswith("Noted"))
             (session,) = gw.store.list_sessions()
+            # the answer shows while it streams; the turn is stored once it has ended
+            await gw.until(lambda: len(gw.store.load_messages(session.id)) == 2)
         listed = cli(tmp_path, "sessions", "list")
         resumed = ask(tmp_path, server, "when is the deploy?", "--resume", session.id)
     assert session.id in listed.stdout

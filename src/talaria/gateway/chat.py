@@ -506,10 +506,16 @@ class ChatSession:
     async def close(self) -> None:
         if self.run is not None and not self.run.done() and self.agent is not None:
             self.agent.interrupt(reason="the gateway is stopping")
-            await asyncio.wait([self.run], timeout=5)
+            # The interrupted turn saves what it completed before the agent closes; a busy
+            # machine can take seconds for that (5 s lost a turn's messages under load).
+            await asyncio.wait([self.run], timeout=STOP_GRACE)
         if self.worker is not None:
             self.worker.cancel()
         await self._drop_agent()
+
+
+STOP_GRACE = 60.0
+"""Seconds a stopping gateway waits for an interrupted turn to save and end."""
 
 
 def _answered_elsewhere(event: ev.Event) -> None:
