@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.parser
+import email.policy
 import itertools
 import json
 import threading
@@ -35,6 +37,17 @@ class BotMessage:
     edits: list[str] = field(default_factory=list)
 
 
+@dataclass
+class BotFile:
+    """A file the bot sent (sendPhoto or sendDocument), as the user receives it."""
+
+    chat_id: int
+    message_id: int
+    method: str
+    name: str
+    data: bytes
+
+
 class FakeTelegram:
     def __init__(self) -> None:
         self.updates: list[dict[str, Any]] = []
@@ -48,6 +61,10 @@ class FakeTelegram:
         self.hold_sends = False
         """Take sendMessage requests and never answer them (a send lost on the way)."""
         self.held = 0
+        self.files: dict[str, bytes] = {}
+        """file_id -> the bytes a user sent (served by getFile and the file URL)."""
+        self.downloads: list[str] = []
+        self.sent_files: list[BotFile] = []
         self._ids = itertools.count(1)
         self._message_ids = itertools.count(100)
         self._changed = threading.Condition()
@@ -102,6 +119,34 @@ class FakeTelegram:
                 "message_id": reply_to.message_id, "date": int(time.time()),
                 "chat": chat, "from": BOT, "text": reply_to.text,
             }  # fmt: skip
+        return self._add({"message": message})
+
+    def user_sends_file(
+        self,
+        data: bytes,
+        *,
+        name: str = "",
+        mime: str = "",
+        caption: str = "",
+        size: int | None = None,
+        user_id: int = 1,
+    ) -> dict[str, Any]:
+        """A photo (without `name`) or a document; `size` is what Telegram announces."""
+        file_id = f"f{len(self.files) + 1}"
+        self.files[file_id] = data
+        meta = {"file_id": file_id, "file_unique_id": f"u{file_id}",
+                "file_size": len(data) if size is None else size}  # fmt: skip
+        chat = {"id": user_id, "type": "private", "first_name": f"user{user_id}"}
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids), "date": int(time.time()), "chat": chat,
+            "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+        }  # fmt: skip
+        if caption:
+            message["caption"] = caption
+        if name:
+            message["document"] = {**meta, "file_name": name, "mime_type": mime}
+        else:
+            message["photo"] = [{**meta, "width": 1, "height": 1}]
         return self._add({"message": message})
 
     def press(self, message: BotMessage, data: str, *, user_id: int = 1) -> dict[str, Any]:
@@ -208,6 +253,46 @@ class FakeTelegram:
             message.text, message.keyboard = str(params["text"]), keyboard
         return 200, {"ok": True, "result": _message_json(message)}
 
+    def _api_getfile(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        file_id = str(params["file_id"])
+        if file_id not in self.files:
+            return 400, {
+                "ok": False,
+                "error_code": 400,
+                "description": "Bad Request: invalid file_id",
+            }
+        size = len(self.files[file_id])
+        result = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": size,
+                  "file_path": f"documents/{file_id}"}  # fmt: skip
+        return 200, {"ok": True, "result": result}
+
+    def _download(self, path: str) -> bytes | None:
+        """`/file/bot<token>/<file_path>`: the bytes of a file a user sent."""
+        file_id = path.rsplit("/", 1)[-1]
+        self.downloads.append(file_id)
+        return self.files.get(file_id)
+
+    def _api_sendphoto(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return self._sent_file("photo", params)
+
+    def _api_senddocument(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return self._sent_file("document", params)
+
+    def _sent_file(self, field_name: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name, data = params[field_name]
+        sent = BotFile(int(params["chat_id"]), next(self._message_ids), field_name, name, data)
+        self.sent_files.append(sent)
+        meta = {"file_id": f"b{sent.message_id}", "file_unique_id": f"ub{sent.message_id}"}
+        result: dict[str, Any] = {
+            "message_id": sent.message_id, "date": int(time.time()),
+            "chat": {"id": sent.chat_id, "type": "private"}, "from": BOT,
+        }  # fmt: skip
+        if field_name == "photo":
+            result["photo"] = [{**meta, "width": 1, "height": 1}]
+        else:
+            result["document"] = {**meta, "file_name": name}
+        return 200, {"ok": True, "result": result}
+
     def _api_sendchataction(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.actions.append((int(params["chat_id"]), str(params["action"])))
         return 200, {"ok": True, "result": True}
@@ -232,7 +317,15 @@ class FakeTelegram:
                     self.end_headers()
                     self.wfile.write(data)
 
-            do_GET = do_POST
+            def do_GET(self) -> None:
+                if not self.path.startswith("/file/bot"):
+                    self.do_POST()
+                    return
+                data = fake._download(self.path)
+                self.send_response(200 if data is not None else 404)
+                self.send_header("Content-Length", str(len(data or b"")))
+                self.end_headers()
+                self.wfile.write(data or b"")
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -245,12 +338,32 @@ def _params(headers: Any, body: bytes) -> dict[str, Any]:
     kind = headers.get("Content-Type") or ""
     if "json" in kind:
         return dict(json.loads(body or b"{}"))
+    if "multipart/form-data" in kind:
+        return _multipart(kind, body)
     params: dict[str, Any] = {}
     for key, values in parse_qs(body.decode()).items():
         try:
             params[key] = json.loads(values[0])
         except ValueError:
             params[key] = values[0]
+    return params
+
+
+def _multipart(kind: str, body: bytes) -> dict[str, Any]:
+    """A form with files (how files are uploaded): a file field is (file name, bytes)."""
+    head = f"Content-Type: {kind}\r\n\r\n".encode()
+    form = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    params: dict[str, Any] = {}
+    for part in form.iter_parts():
+        key = str(part.get_param("name", header="content-disposition"))
+        data = part.get_payload(decode=True)
+        if part.get_filename():
+            params[key] = (part.get_filename(), data)
+            continue
+        try:
+            params[key] = json.loads(data)
+        except ValueError:
+            params[key] = data.decode()
     return params
 
 

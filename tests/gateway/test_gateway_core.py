@@ -8,7 +8,7 @@ from pathlib import Path
 from gateway_support import Gate, running_gateway
 from helpers import FOREVER
 from talaria.gateway.fake import press, user_message
-from talaria.gateway.platform import Capabilities, ChatRef
+from talaria.gateway.platform import Attachment, Capabilities, ChatRef
 from talaria.testing import ScriptedProvider, call, calls, text
 
 ROOM = ChatRef("fake", "room-1")
@@ -406,3 +406,19 @@ async def test_two_messages_back_to_back_are_both_answered_in_order(tmp_path: Pa
     answers = [t for t in gw.texts() if t.startswith("answer")]
     assert answers == ["answer one", "answer two"]
     assert server.requests[1].body["messages"][-1]["content"] == "two"
+
+
+async def test_a_file_comes_in_and_a_platform_without_files_says_what_it_could_not_send(
+    tmp_path: Path,
+) -> None:
+    server = ScriptedProvider([text("Read it.\nMEDIA:notes.txt")])
+    folder = tmp_path / "chat-files" / "fake-dm-alice"
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            sent = Attachment("notes.txt", "text/plain", data=b"remember the milk")
+            await gw.platform.deliver(user_message("keep this", attachments=(sent,)))
+            note = await gw.platform.wait_for(lambda m: "Could not send notes.txt" in m.text)
+    assert (folder / "notes.txt").read_bytes() == b"remember the milk"
+    assert str(folder / "notes.txt") in server.requests[0].body["messages"][-1]["content"]
+    assert "does not take files" in note.text
+    assert gw.texts()[0] == "Read it."

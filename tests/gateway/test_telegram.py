@@ -235,3 +235,93 @@ async def test_an_update_the_store_could_not_take_is_not_confirmed_and_comes_aga
             await api.until(lambda: api.find("got it"))
             await api.until(lambda: api.confirmed > update["update_id"])
     assert store.failed and api.texts() == ["got it"] and len(server.requests) == 1
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+def chat_folder(home: Path) -> Path:
+    return home / "chat-files" / f"telegram-{ALICE}"
+
+
+def last_user_content(server: ScriptedProvider) -> Any:
+    messages = server.requests[-1].body["messages"]
+    return next(m["content"] for m in reversed(messages) if m["role"] == "user")
+
+
+async def test_a_photo_is_saved_in_the_chat_folder_and_the_model_sees_it(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("A tiny picture.")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            api.user_sends_file(PNG, caption="what is this?")
+            await api.until(lambda: api.find("A tiny picture."))
+    (saved,) = chat_folder(tmp_path).iterdir()
+    assert saved.read_bytes() == PNG
+    words, image = last_user_content(server)
+    assert "what is this?" in words["text"] and str(saved) in words["text"]
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")  # by its bytes
+
+
+async def test_a_document_with_a_hostile_name_lands_inside_the_folder(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("Got it."), text("Got that too.")])
+    home = tmp_path / "home"
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, home, api):
+            api.user_sends_file(b"one", name="../../x", mime="image/png")  # not an image
+            await api.until(lambda: api.find("Got it."))
+            api.user_sends_file(b"two", name="../../x")
+            await api.until(lambda: api.find("Got that too."))
+    folder = chat_folder(home)
+    assert sorted(p.name for p in folder.iterdir()) == ["x", "x-1"]
+    assert (folder / "x").read_bytes() == b"one" and (folder / "x-1").read_bytes() == b"two"
+    assert not (tmp_path / "x").exists() and not (home / "x").exists()
+    assert isinstance(last_user_content(server), str)  # the claimed image/png sent no image
+    assert str(folder / "x-1") in last_user_content(server)
+
+
+async def test_a_file_over_the_limit_is_refused_without_downloading(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("never")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            api.user_sends_file(b"big", name="big.iso", size=30 * 1024 * 1024)
+            refusal = await api.until(lambda: api.find("I could not take big.iso"))
+    assert "over the 20 MB limit" in refusal.text
+    assert not api.downloads and not server.requests
+
+
+async def test_the_agent_sends_a_file_back(tmp_path: Path) -> None:
+    server = ScriptedProvider(
+        [text("Here is the report.\nMEDIA:report.txt\nMEDIA:chart.png"), text("All done.")]
+    )
+    folder = chat_folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "report.txt").write_text("the report")
+    (folder / "chart.png").write_bytes(PNG)
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            api.user_says("send me the report")
+            await api.until(lambda: len(api.sent_files) == 2)
+    assert api.texts() == ["Here is the report."]
+    document, photo = api.sent_files
+    assert (document.method, document.name, document.data) == (
+        "document",
+        "report.txt",
+        b"the report",
+    )
+    assert (photo.method, photo.data, photo.chat_id) == ("photo", PNG, ALICE)
+
+
+async def test_a_file_outside_the_chat_folder_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("keys")
+    folder = chat_folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "link.txt").symlink_to(secret)
+    answer = f"Here.\nMEDIA:{secret}\nMEDIA:link.txt\nMEDIA:../../secret.txt"
+    server = ScriptedProvider([text(answer)])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api):
+            api.user_says("send me the secret")
+            reply = await api.until(lambda: api.find("Here."))
+    assert not api.sent_files
+    assert reply.text.count("was not sent: only files in") == 3

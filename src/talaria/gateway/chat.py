@@ -9,12 +9,13 @@ import itertools
 import logging
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from talaria import events as ev
-from talaria.gateway import access
+from talaria.gateway import access, files
 from talaria.gateway.delivery import Outbox
-from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound
+from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound, SendsFiles
 from talaria.gateway.settings import BUSY_MODES, PlatformSettings, RoomSettings
 from talaria.gateway.view import ChatUI, TurnView
 from talaria.interaction import asked_by
@@ -28,6 +29,9 @@ from talaria.turn_stream import TurnEvents
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
+
+Content = str | list[dict[str, Any]]
+"""A turn's user message: text, or text and image parts."""
 
 
 class GatewayStore(SessionStore, DeliveryLedger, Protocol):
@@ -193,7 +197,7 @@ class ChatSession:
         if text[:1] in COMMAND_MARKS and await self._command(message, text):
             await self._finish(message)
             return
-        if await self._answers_clarify(message, text):
+        if not message.attachments and await self._answers_clarify(message, text):
             await self._finish(message)
             return
         while self.run is not None and not self.run.done() and self.finishing:
@@ -201,7 +205,11 @@ class ChatSession:
         if self.run is not None and not self.run.done():
             await self._turn_or_end(self.run)
         if self.run is not None and not self.run.done():
-            await self._while_busy(message, text)
+            content = await self._take_files(message, text)
+            if content is None:
+                await self._finish(message)
+                return
+            await self._while_busy(message, content if isinstance(content, str) else _text(content))
             return
         try:
             await self._agent()  # built before a next message can find the chat busy
@@ -209,8 +217,43 @@ class ChatSession:
             await self._failed(exc)
             await self._finish(message)
             return
+        content = await self._take_files(message, text)
+        if content is None:
+            await self._finish(message)
+            return
         self.taken = [message.message_id]
-        self.run = asyncio.create_task(self._run(text))
+        self.run = asyncio.create_task(self._run(content))
+
+    @property
+    def folder(self) -> Path:
+        """The chat's folder for files, in the agent's working directory."""
+        assert self.agent is not None
+        return files.chat_folder(self.agent.cwd, self.chat)
+
+    async def _take_files(self, message: Inbound, text: str) -> Content | None:
+        """The turn's user message with the message's files saved in the chat's folder (a
+        file refused is said in the chat); None when nothing is left to answer."""
+        if not message.attachments:
+            return text
+        taken: list[files.Received] = []
+        for number, attachment in enumerate(message.attachments):
+            try:
+                if files.too_large(attachment):
+                    raise ValueError(f"it is over the {files.MAX_FILE_BYTES >> 20} MB limit")
+                data = await files.fetched(attachment)
+                if len(data) > files.MAX_FILE_BYTES:
+                    raise ValueError(f"it is over the {files.MAX_FILE_BYTES >> 20} MB limit")
+                path = await run_blocking(files.save, self.folder, attachment.name, data)
+            except Exception as exc:
+                key = f"file:{self.chat.platform}:{message.message_id}:{number}"
+                await self.say(
+                    f"I could not take {attachment.name}: {exc}", key, message.message_id
+                )
+                continue
+            taken.append(files.received(path, data))
+        if not taken and not text:
+            return None
+        return files.user_content(text, taken, self.folder)
 
     async def _turn_or_end(self, run: asyncio.Task[None]) -> None:
         """Until the run's turn has started (the agent can queue, steer or interrupt it) or
@@ -245,7 +288,7 @@ class ChatSession:
 
     # ---- the turn -------------------------------------------------------------------------
 
-    async def _run(self, text: str | None) -> None:
+    async def _run(self, text: Content | None) -> None:
         """One run: `text`'s turn (None: the messages waiting in the agent's queue), then
         each queued message's, until none waits."""
         generation = self.generation
@@ -292,10 +335,11 @@ class ChatSession:
             self.session_id = agent.session_id  # compression continues in a child session
             await self._save()
 
-    async def _events(self, agent: Agent, text: str | None) -> AsyncIterable[ev.Event]:
+    async def _events(self, agent: Agent, text: Content | None) -> AsyncIterable[ev.Event]:
         if text is None:
             return TurnEvents(agent.arun_queued, agent.subscribe, agent.interrupt, ANSWERS)
-        text = await run_blocking(with_skill, text, agent.skills)
+        if isinstance(text, str):
+            text = await run_blocking(with_skill, text, agent.skills)
         prompt = self.room.prompt or self.settings.prompt
         return agent.events(text, system_message=prompt, answers=ANSWERS)
 
@@ -333,14 +377,31 @@ class ChatSession:
         answered = [m for m in self.taken if m not in self.waiting.values()]
         self.taken = [m for m in self.taken if m not in answered]
         text = event.final_response or f"(no answer: the turn ended with {event.exit_reason})"
+        out = files.outgoing(text, self.folder)
+        if out.files or out.refused:
+            shown = "\n".join([out.text, *out.refused]).strip()
+            text = shown or "Sent: " + ", ".join(path.name for path in out.files)
         turn_id = f"{self.chat.platform}:{answered[-1] if answered else new_session_id()}"
         reply_to = answered[-1] if answered else None
         parts = view.answer(turn_id, text, reply_to)
         inbound = (self.chat.platform, answered[0]) if answered else None
         self.finishing = not self.waiting
         await self.ctx.outbox.post(parts, inbound)
+        await self._send_files(out.files, turn_id, reply_to)
         for message_id in answered[1:]:
             await run_blocking(self.ctx.store.ledger_finish_inbound, self.chat.platform, message_id)
+
+    async def _send_files(self, paths: list[Path], turn_id: str, reply_to: str | None) -> None:
+        """Send the files an answer named (after its text); a failure is said in the chat."""
+        platform = self.ui.platform
+        for number, path in enumerate(paths):
+            try:
+                if not isinstance(platform, SendsFiles):
+                    raise ValueError("this platform does not take files from the bot")
+                await platform.send_file(self.chat, path, reply_to=reply_to)
+            except Exception as exc:
+                log.warning("%s: sending %s failed", self.chat.platform, path, exc_info=True)
+                await self.say(f"Could not send {path.name}: {exc}", f"file:{turn_id}:{number}")
 
     # ---- questions ------------------------------------------------------------------------
 
@@ -535,3 +596,8 @@ COMMANDS = {
     "help": ChatSession._help,
     "start": ChatSession._help,  # what Telegram sends when a user first opens the chat
 }
+
+
+def _text(content: list[dict[str, Any]]) -> str:
+    """The text of a multimodal message (a busy chat's queue and steering take text)."""
+    return "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -45,12 +46,17 @@ class ChatRef:
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    """A file sent with a message: its bytes, or where the adapter can fetch them."""
+    """A file sent with a message: its bytes, or a way to download them (`fetch`), called
+    only once the sender may talk: a stranger's file is never downloaded."""
 
     name: str
     mime_type: str
+    """As the platform claims it (an image is recognised by its bytes, not by this)."""
     data: bytes | None = None
     url: str | None = None
+    size: int | None = None
+    """The size the platform announced, checked against the limit before downloading."""
+    fetch: Callable[[], Awaitable[bytes]] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +176,17 @@ class Platform(Protocol):
 
     async def typing(self, chat: ChatRef) -> None:
         """Show that the bot is working (`typing` only; a no-op elsewhere)."""
+        ...
+
+
+@runtime_checkable
+class SendsFiles(Protocol):
+    """A platform that can send a file (optional: without it, the gateway says in the chat
+    which file it could not send)."""
+
+    async def send_file(self, chat: ChatRef, path: Path, *, reply_to: str | None = None) -> str:
+        """Post the file at `path` (a photo when it is one, else a document); the message
+        id."""
         ...
 
 

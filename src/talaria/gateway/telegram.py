@@ -4,7 +4,10 @@ Updates come by long polling (`getUpdates`); an update is confirmed (the next ca
 `offset`) only after the gateway has recorded it. Buttons are inline keyboards whose
 callback data is the button's value; a press is acknowledged (`answerCallbackQuery`) once
 handed over. A flood refusal (HTTP 429 with `parameters.retry_after`) becomes `RateLimited`.
-`base_url` points the bot at another Bot API server (a local one, or a test's).
+`base_url` points the bot at another Bot API server (a local one, or a test's); files are
+downloaded from the same server (`.../file/bot<token>/<file_path>`, after `getFile`). A photo
+(its largest size) or a document becomes an `Attachment` downloaded only once the sender may
+talk; files go back by `sendPhoto` (an image by its bytes) or `sendDocument`.
 
 Settings: `token` (from @BotFather), `base_url`, `poll_timeout` (seconds, default 25).
 """
@@ -17,14 +20,16 @@ import datetime as dt
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, Update
 from telegram import error as tg_error
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from talaria.gateway.platform import (
+    Attachment,
     Button,
     ButtonPress,
     Capabilities,
@@ -34,6 +39,7 @@ from talaria.gateway.platform import (
     RateLimited,
     Sink,
 )
+from talaria.messages.media import image_type
 
 log = logging.getLogger("talaria.gateway.telegram")
 
@@ -56,6 +62,7 @@ class TelegramPlatform:
         self.bot = Bot(
             str(token),
             base_url=base_url,
+            base_file_url=_file_url(base_url),
             get_updates_request=HTTPXRequest(read_timeout=self.poll_timeout + 10),
         )
         self.username = ""
@@ -115,7 +122,9 @@ class TelegramPlatform:
                 await self.bot.answer_callback_query(query.id)
             return
         message = update.message
-        if message is None or message.text is None or message.from_user is None:
+        if message is None or message.from_user is None:
+            return
+        if message.text is None and not (message.photo or message.document):
             return
         await sink(self.inbound(message))
 
@@ -123,7 +132,7 @@ class TelegramPlatform:
         return ChatRef(self.name, str(chat_id), str(thread) if thread is not None else None)
 
     def inbound(self, message: Message) -> Inbound:
-        text = message.text or ""
+        text = message.text or message.caption or ""
         mention = f"@{self.username}" if self.username else ""
         replied = message.reply_to_message
         sender = message.from_user
@@ -139,8 +148,30 @@ class TelegramPlatform:
             reply_to_bot=bool(
                 replied and replied.from_user and replied.from_user.id == self.bot_id
             ),
+            attachments=self._attachments(message),
             raw=message.to_dict(),
         )
+
+    def _attachments(self, message: Message) -> tuple[Attachment, ...]:
+        number = message.message_id
+        if message.photo:
+            photo = message.photo[-1]  # the largest size
+            return (self._attachment(photo.file_id, f"photo-{number}.jpg", "image/jpeg",
+                                     photo.file_size),)  # fmt: skip
+        document = message.document
+        if document is None:
+            return ()
+        name = document.file_name or f"file-{number}"
+        mime = document.mime_type or "application/octet-stream"
+        return (self._attachment(document.file_id, name, mime, document.file_size),)
+
+    def _attachment(self, file_id: str, name: str, mime: str, size: int | None) -> Attachment:
+        async def fetch() -> bytes:
+            with _translated():
+                found = await self.bot.get_file(file_id)
+                return bytes(await found.download_as_bytearray())
+
+        return Attachment(name, mime, size=size, fetch=fetch)
 
     async def send(
         self,
@@ -174,6 +205,20 @@ class TelegramPlatform:
                 reply_markup=_keyboard(buttons),
             )
 
+    async def send_file(self, chat: ChatRef, path: Path, *, reply_to: str | None = None) -> str:
+        data = await asyncio.to_thread(path.read_bytes)
+        send = self.bot.send_photo if image_type(data) else self.bot.send_document
+        reply_id = _message_number(reply_to, chat)
+        with _translated():
+            sent = await send(
+                int(chat.chat_id),
+                InputFile(data, filename=path.name),
+                message_thread_id=int(chat.thread_id) if chat.thread_id else None,
+                reply_to_message_id=reply_id,
+                allow_sending_without_reply=True if reply_id else None,
+            )
+        return str(sent.message_id)
+
     async def typing(self, chat: ChatRef) -> None:
         with _translated():
             await self.bot.send_chat_action(
@@ -181,6 +226,12 @@ class TelegramPlatform:
                 action="typing",
                 message_thread_id=int(chat.thread_id) if chat.thread_id else None,
             )
+
+
+def _file_url(base_url: str) -> str:
+    """Where the server's files are: `<host>/file/bot` beside `<host>/bot`."""
+    host, _, _ = base_url.rstrip("/").rpartition("/bot")
+    return f"{host}/file/bot" if host else base_url.rstrip("/") + "/file/bot"
 
 
 def _from(message: Message | None, user_id: int) -> bool:
