@@ -65,6 +65,8 @@ class FakeTelegram:
         """file_id -> the bytes a user sent (served by getFile and the file URL)."""
         self.downloads: list[str] = []
         self.sent_files: list[BotFile] = []
+        self.flood_files: list[int] = []
+        """Like `flood`, for file uploads only."""
         self._ids = itertools.count(1)
         self._message_ids = itertools.count(100)
         self._changed = threading.Condition()
@@ -215,14 +217,22 @@ class FakeTelegram:
                 self._changed.wait(deadline - time.monotonic())
             return 200, {"ok": True, "result": list(self.updates)}
 
+    def _flooded(self, waits: list[int] | None = None) -> tuple[int, dict[str, Any]] | None:
+        """The 429 for a send while `waits` (`flood` unless given) has waits left (the lock
+        is held)."""
+        waits = self.flood if waits is None else waits
+        if not waits:
+            return None
+        self.refused += 1
+        wait = waits.pop(0)
+        return 429, {"ok": False, "error_code": 429,
+                     "description": f"Too Many Requests: retry after {wait}",
+                     "parameters": {"retry_after": wait}}  # fmt: skip
+
     def _api_sendmessage(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._changed:
-            if self.flood:
-                self.refused += 1
-                wait = self.flood.pop(0)
-                return 429, {"ok": False, "error_code": 429,
-                             "description": f"Too Many Requests: retry after {wait}",
-                             "parameters": {"retry_after": wait}}  # fmt: skip
+            if refusal := self._flooded():
+                return refusal
             if self.hold_sends:
                 self.held += 1
                 self._changed.notify_all()
@@ -280,8 +290,11 @@ class FakeTelegram:
 
     def _sent_file(self, field_name: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         name, data = params[field_name]
-        sent = BotFile(int(params["chat_id"]), next(self._message_ids), field_name, name, data)
-        self.sent_files.append(sent)
+        with self._changed:
+            if refusal := self._flooded(self.flood_files):
+                return refusal
+            sent = BotFile(int(params["chat_id"]), next(self._message_ids), field_name, name, data)
+            self.sent_files.append(sent)
         meta = {"file_id": f"b{sent.message_id}", "file_unique_id": f"ub{sent.message_id}"}
         result: dict[str, Any] = {
             "message_id": sent.message_id, "date": int(time.time()),

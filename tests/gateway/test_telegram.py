@@ -298,10 +298,11 @@ async def test_the_agent_sends_a_file_back(tmp_path: Path) -> None:
     (folder / "report.txt").write_text("the report")
     (folder / "chart.png").write_bytes(PNG)
     with server, FakeTelegram() as api:
-        async with telegram_gateway(server, tmp_path, api):
+        async with telegram_gateway(server, tmp_path, api) as gw:
+            api.flood_files = [7]  # the first file is refused for flooding, then sent
             api.user_says("send me the report")
             await api.until(lambda: len(api.sent_files) == 2)
-    assert api.texts() == ["Here is the report."]
+    assert api.texts() == ["Here is the report."] and api.refused == 1 and 7 in gw.waits
     document, photo = api.sent_files
     assert (document.method, document.name, document.data) == (
         "document",

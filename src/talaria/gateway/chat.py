@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from talaria import events as ev
 from talaria.gateway import access, files
 from talaria.gateway.delivery import Outbox
-from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound, SendsFiles
+from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound
 from talaria.gateway.settings import BUSY_MODES, PlatformSettings, RoomSettings
 from talaria.gateway.view import ChatUI, TurnView
 from talaria.interaction import asked_by
@@ -393,12 +393,9 @@ class ChatSession:
 
     async def _send_files(self, paths: list[Path], turn_id: str, reply_to: str | None) -> None:
         """Send the files an answer named (after its text); a failure is said in the chat."""
-        platform = self.ui.platform
         for number, path in enumerate(paths):
             try:
-                if not isinstance(platform, SendsFiles):
-                    raise ValueError("this platform does not take files from the bot")
-                await platform.send_file(self.chat, path, reply_to=reply_to)
+                await self.ctx.outbox.send_file(self.chat, path, reply_to)
             except Exception as exc:
                 log.warning("%s: sending %s failed", self.chat.platform, path, exc_info=True)
                 await self.say(f"Could not send {path.name}: {exc}", f"file:{turn_id}:{number}")

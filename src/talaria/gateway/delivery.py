@@ -14,8 +14,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 
-from talaria.gateway.platform import ChatRef, Platform, PlatformError, RateLimited
+from talaria.gateway.platform import ChatRef, Platform, PlatformError, RateLimited, SendsFiles
 from talaria.offload import run_blocking
 from talaria.store.ledger import DeliveryLedger, OutboundPart
 
@@ -56,6 +57,20 @@ class Outbox:
             async with self.lock(chat_of(parts[0])):
                 for part in parts:
                     await self.deliver(part)
+
+    async def send_file(self, chat: ChatRef, path: Path, reply_to: str | None) -> str:
+        """Send a file (it is not in the ledger), in the chat's order, waiting out flood
+        refusals as `deliver` does; any other failure raises."""
+        platform = self.platform
+        if not isinstance(platform, SendsFiles):
+            raise PlatformError("this platform does not take files from the bot")
+        async with self.lock(chat):
+            for _ in range(MAX_ATTEMPTS - 1):
+                try:
+                    return await platform.send_file(chat, path, reply_to=reply_to)
+                except RateLimited as refused:
+                    await self.sleep(min(max(refused.retry_after, 0.0), MAX_WAIT_S))
+            return await platform.send_file(chat, path, reply_to=reply_to)
 
     async def resend_pending(self) -> None:
         """Send what a previous process recorded but never saw confirmed."""
