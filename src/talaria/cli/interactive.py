@@ -554,13 +554,17 @@ class Chat:
         return ModelChoice("start", str(self.args.model or ""))
 
     def switch_model(self, choice: ModelChoice) -> None:
+        """The next turns go to `choice`: a new agent on the same session, in place before the
+        old one closes (the screen reads `self.agent` meanwhile, for the queue under the
+        spinner, and must never find a closed store)."""
         self._choice = choice
         old = self.agent
-        old.close()
+        new = self._make_agent(old.session_id)
+        new.approvals.mode = old.approvals.mode
+        new.approvals.session_grants |= old.approvals.session_grants
         self.last_result = None
-        self.agent = self._make_agent(old.session_id)
-        self.agent.approvals.mode = old.approvals.mode
-        self.agent.approvals.session_grants |= old.approvals.session_grants
+        self.agent = new
+        old.close()
 
     def model_label(self) -> str:
         label, problem = self._model_spec()
@@ -610,7 +614,14 @@ class Chat:
         self._enqueue(self._queued_turns)
 
     def queued_messages(self) -> list[str]:
-        return self.agent.queued_messages
+        """What waits, for the screen: a store that cannot say now shows nothing (the turn
+        that uses it reports the fault) rather than ending the chat."""
+        from talaria.store.base import StoreError
+
+        try:
+            return self.agent.queued_messages
+        except StoreError:
+            return []
 
     def clear_queue(self) -> int:
         count = self.agent.clear_queue()
