@@ -24,7 +24,7 @@ from typing import Any
 from irc.client import Event, ServerConnection
 from irc.client_aio import AioReactor
 
-from talaria.gateway.platform import Button, Capabilities, ChatRef, Inbound, Sink
+from talaria.gateway.platform import Button, Capabilities, ChatRef, Inbound, PlatformError, Sink
 
 log = logging.getLogger("talaria.gateway.irc")
 
@@ -131,7 +131,7 @@ class IrcPlatform:
     async def edit(
         self, chat: ChatRef, message_id: str, text: str, *, buttons: Sequence[Button] = ()
     ) -> None:
-        raise NotImplementedError("IRC messages cannot be edited (can_edit is False)")
+        raise PlatformError("IRC messages cannot be edited (can_edit is False)")
 
     async def typing(self, chat: ChatRef) -> None:
         """IRC has no typing indicator."""
