@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "interaction": SUPPORT,
     "callbacks": SUPPORT,
     "background": SUPPORT,
+    "claude_names": SUPPORT,  # Claude Code's names for talaria's tools
     # What the engine uses: each is usable alone, none knows the loop or the agent.
     "config_schema": SERVICES,
     "config_masking": SERVICES,

@@ -17,7 +17,7 @@ import pytest
 from helpers import scripted_agent, tool_results
 from talaria import Agent
 from talaria.events import Notice
-from talaria.hooks.settings import trust
+from talaria.hooks.settings import Group, trust
 from talaria.testing import Script, call, text
 from talaria.testing.server import ScriptedProvider
 
@@ -402,3 +402,21 @@ def test_subagent_stop_fires_for_a_delegate_child_and_can_send_it_back(tmp_path:
     ]
     assert events[1]["last_assistant_message"] == "skipped: nothing"
     assert "skipped: nothing" in json.dumps(result["messages"])
+
+
+@pytest.mark.parametrize(
+    ("matcher", "tool", "selected"),
+    [
+        ("Bash", "terminal", True),
+        ("Edit|Write", "patch", True),
+        ("MultiEdit", "patch", True),
+        ("Glob", "search_files", True),
+        ("Task", "delegate_task", True),
+        ("Bash", "read_file", False),
+        ("read_file", "read_file", True),
+    ],
+)
+def test_a_matcher_selects_a_tool_by_its_own_or_claude_codes_name(
+    matcher: str, tool: str, selected: bool
+) -> None:
+    assert Group(matcher, ()).matches(tool) is selected

@@ -106,6 +106,27 @@ def test_a_named_subagent_with_only_the_file_toolset_cannot_run_commands(tmp_pat
     assert "- reader: Reads files and reports." in offered["description"]
 
 
+def test_a_claude_code_agent_file_gets_the_tools_its_names_stand_for(tmp_path: Path) -> None:
+    define(
+        tmp_path / ".claude" / "agents",
+        "explorer",
+        "name: explorer\ndescription: Explores.\ntools: Read, Glob, Task, NotebookEdit",
+    )
+
+    def child(body: dict[str, Any]) -> Reply:
+        return text("explored")
+
+    with (
+        ScriptedProvider(script=script({"agent": "explorer", "goal": "look"}, child)) as p,
+        parent_agent(p, tmp_path) as parent,
+    ):
+        result = parent.run_conversation(user_message="go")
+    (entry,) = results(result)
+    (child_request,) = [r.body for r in p.requests if is_child(r.body)]
+    assert tool_names(child_request) == {"read_file", "search_files"}
+    assert entry["status"] == "completed"
+
+
 def test_a_childs_dangerous_command_is_approved_at_the_root_by_the_library(
     tmp_path: Path,
 ) -> None:

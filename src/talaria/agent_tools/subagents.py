@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from talaria.agent_tools.catalog import TOOLSETS
+from talaria.claude_names import CLAUDE_ONLY, talaria_tool
 from talaria.skills.catalog import split_front_matter
 
 AGENT_FOLDERS = (".claude/agents", ".talaria/agents")
@@ -33,22 +34,6 @@ NOT_FOR_CHILDREN = frozenset({"delegation", "memory"})
 APPROVAL_MODES = ("ask", "deny")
 INHERIT_MODELS = frozenset({"inherit", "sonnet", "opus", "haiku"})
 """Claude Code's model aliases name its own models: a definition with one uses the parent's."""
-CLAUDE_TOOLS: Mapping[str, tuple[str, ...]] = {
-    "Bash": ("terminal",),
-    "Read": ("read_file",),
-    "Write": ("write_file",),
-    "Edit": ("patch",),
-    "MultiEdit": ("patch",),
-    "Grep": ("search_files",),
-    "Glob": ("search_files",),
-    "LS": ("search_files",),
-    "TodoWrite": ("todo",),
-    "WebFetch": ("web_fetch",),
-    "WebSearch": ("web_search",),
-    **{name: () for name in ("Task", "NotebookEdit", "NotebookRead", "BashOutput", "KillShell")},
-}
-"""Claude Code's tool names as talaria's (an empty tuple: nothing here does that, it is left
-out)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +119,15 @@ def _tool_choice(
         if entry in TOOLSETS:
             chosen.add(entry)
             continue
-        for tool in CLAUDE_TOOLS.get(entry, (entry,)):
-            if tool not in toolset_of and not tool.startswith("mcp__"):
-                raise ValueError(f"unknown tool {entry!r}")
-            named.add(tool)
+        if entry in CLAUDE_ONLY:
+            continue
+        counterpart = talaria_tool(entry)
+        if counterpart is not None and toolset_of.get(counterpart) in NOT_FOR_CHILDREN:
+            continue  # Claude Code's `Task` in its agent files: a sub-agent delegates no further
+        tool = counterpart or entry
+        if tool not in toolset_of and not tool.startswith("mcp__"):
+            raise ValueError(f"unknown tool {entry!r}")
+        named.add(tool)
     unknown = chosen - set(TOOLSETS)
     if unknown:
         raise ValueError(f"unknown toolset(s) {', '.join(sorted(unknown))}")

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from talaria.claude_names import CLAUDE_NAMES
+
 EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
@@ -35,19 +37,6 @@ TOOL_EVENTS = frozenset({"PreToolUse", "PermissionRequest", "PostToolUse", "Post
 PROJECT_FILES = (".talaria/settings.json", ".talaria/settings.local.json")
 HOME_FILE = "settings.json"
 TRUST_FILE = "trusted_hooks.json"
-
-CLAUDE_NAMES = {
-    "terminal": "Bash",
-    "write_file": "Write",
-    "patch": "Edit",
-    "read_file": "Read",
-    "search_files": "Grep",
-    "web_fetch": "WebFetch",
-    "web_search": "WebSearch",
-    "delegate_task": "Task",
-    "todo": "TodoWrite",
-}
-"""Claude Code's names for talaria's tools, which matchers may use too (`Bash`, `Edit|Write`)."""
 
 
 class HookSettingsError(ValueError):
@@ -83,7 +72,7 @@ class Group:
     def matches(self, tool_name: str | None) -> bool:
         if tool_name is None or self.matcher in ("", "*"):
             return True
-        names = [tool_name, CLAUDE_NAMES.get(tool_name, "")]
+        names = (tool_name, *CLAUDE_NAMES.get(tool_name, ()))
         try:
             pattern = re.compile(self.matcher)
         except re.error:
