@@ -276,8 +276,11 @@ def _delegate_runner(agent: Agent, tools: dict[str, Tool]) -> ChildRunner | None
     from talaria.agent_tools.subagents import load_definitions
 
     spec = agent.spec
-    toolset_of = {tool.name: tool.toolset for tool in builtin_tools(spec.config)}
-    definitions = load_definitions(spec.home, spec.cwd, toolset_of)
+    definitions = load_definitions(
+        spec.home,
+        spec.cwd,
+        lambda: {tool.name: tool.toolset for tool in builtin_tools(spec.config)},
+    )
     for problem in definitions.problems:
         agent.sink(Notice("warning", f"sub-agent definition skipped: {problem}"))
     runner = ChildRunner(spec.config, agent.child, agent.add_side_usage, definitions)

@@ -66,6 +66,11 @@ NOT_BEFORE_THE_FIRST_REQUEST_MODULES = (
     "orjson",
     # what the first command needs: whether bubblewrap works here
     "talaria.tools.sandbox_probe",
+    # the toolsets an agent does not offer by default (web and browser reach outside the
+    # machine, execute_code is chosen by name): their modules load only when chosen
+    "talaria.tools.web",
+    "talaria.tools.browser",
+    "talaria.tools.builtin.code",
     # other commands' parts of the command line (a one-shot builds only `chat`'s)
     "talaria.cli.mcp_cmd",
     "talaria.cli.durable_cmd",

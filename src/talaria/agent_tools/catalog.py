@@ -10,25 +10,11 @@ true` (else by name); `browser` likewise with `browser.enabled: true`; `code`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from talaria.tools.base import Tool
-
-TOOLSETS: tuple[str, ...] = (
-    "terminal",
-    "file",
-    "clarify",
-    "todo",
-    "memory",
-    "session_search",
-    "delegation",
-    "web",
-    "skills",
-    "browser",
-    "code",
-)
 
 
 @dataclass(frozen=True)
@@ -42,32 +28,104 @@ class Capabilities:
     browser_enabled: bool = False
 
 
-def builtin_tools(config: Any = None) -> list[Tool]:
-    """Every built-in tool, in the fixed order that keeps the prompt prefix byte-stable; the
-    web tools follow `config`'s `web.*` settings (None: the defaults)."""
-    from talaria.agent_tools.delegate import DELEGATE_TOOL
-    from talaria.agent_tools.memory import MEMORY_TOOL
-    from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
-    from talaria.agent_tools.skills import SKILL_MANAGE_TOOL, SKILL_VIEW_TOOL
+Loader = Callable[[Any], list[Tool]]
+"""The tools of one toolset, built for an agent's configuration (None: the defaults)."""
+
+
+def _terminal(config: Any) -> list[Tool]:
+    from talaria.tools.builtin.processes import PROCESS_TOOL
+    from talaria.tools.builtin.terminal import TERMINAL_TOOL
+
+    return [TERMINAL_TOOL, PROCESS_TOOL]
+
+
+def _file(config: Any) -> list[Tool]:
+    from talaria.tools.builtin.files import FILE_TOOLS
+
+    return list(FILE_TOOLS)
+
+
+def _clarify(config: Any) -> list[Tool]:
+    from talaria.tools.builtin.clarify import CLARIFY_TOOL
+
+    return [CLARIFY_TOOL]
+
+
+def _todo(config: Any) -> list[Tool]:
     from talaria.agent_tools.todo import TASK_LIST_TOOL
-    from talaria.tools.browser.settings import BrowserSettings
-    from talaria.tools.browser.tools import browser_tools
-    from talaria.tools.builtin import builtin_tools as core_tools
-    from talaria.tools.builtin.code import CODE_TOOL
+
+    return [TASK_LIST_TOOL]
+
+
+def _memory(config: Any) -> list[Tool]:
+    from talaria.agent_tools.memory import MEMORY_TOOL
+
+    return [MEMORY_TOOL]
+
+
+def _session_search(config: Any) -> list[Tool]:
+    from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
+
+    return [SESSION_SEARCH_TOOL]
+
+
+def _delegation(config: Any) -> list[Tool]:
+    from talaria.agent_tools.delegate import DELEGATE_TOOL
+
+    return [DELEGATE_TOOL]
+
+
+def _web(config: Any) -> list[Tool]:
     from talaria.tools.web.settings import WebSettings
     from talaria.tools.web.tools import web_tools
 
-    agent_tools = [TASK_LIST_TOOL, MEMORY_TOOL, SESSION_SEARCH_TOOL, DELEGATE_TOOL]
-    skill_tools = [SKILL_VIEW_TOOL, SKILL_MANAGE_TOOL]
-    web = WebSettings.from_config(config)
-    return [
-        *core_tools(),
-        *agent_tools,
-        *web_tools(web),
-        *skill_tools,
-        *browser_tools(web, BrowserSettings.from_config(config)),
-        CODE_TOOL,
-    ]
+    return web_tools(WebSettings.from_config(config))
+
+
+def _skills(config: Any) -> list[Tool]:
+    from talaria.agent_tools.skills import SKILL_MANAGE_TOOL, SKILL_VIEW_TOOL
+
+    return [SKILL_VIEW_TOOL, SKILL_MANAGE_TOOL]
+
+
+def _browser(config: Any) -> list[Tool]:
+    from talaria.tools.browser.settings import BrowserSettings
+    from talaria.tools.browser.tools import browser_tools
+    from talaria.tools.web.settings import WebSettings
+
+    return browser_tools(WebSettings.from_config(config), BrowserSettings.from_config(config))
+
+
+def _code(config: Any) -> list[Tool]:
+    from talaria.tools.builtin.code import CODE_TOOL
+
+    return [CODE_TOOL]
+
+
+LOADERS: dict[str, Loader] = {
+    "terminal": _terminal,
+    "file": _file,
+    "clarify": _clarify,
+    "todo": _todo,
+    "memory": _memory,
+    "session_search": _session_search,
+    "delegation": _delegation,
+    "web": _web,
+    "skills": _skills,
+    "browser": _browser,
+    "code": _code,
+}
+"""Each toolset's loader, so that a toolset's modules are imported only when it is chosen; in
+the fixed order of the tools (and of the toolsets' names)."""
+
+TOOLSETS: tuple[str, ...] = tuple(LOADERS)
+
+
+def builtin_tools(config: Any = None, toolsets: Iterable[str] | None = None) -> list[Tool]:
+    """The built-in tools of `toolsets` (None: all), in the fixed order of TOOLSETS that keeps
+    the prompt prefix byte-stable; the web and browser tools follow `config`'s settings."""
+    wanted = set(TOOLSETS if toolsets is None else toolsets)
+    return [tool for name in TOOLSETS if name in wanted for tool in LOADERS[name](config)]
 
 
 def default_toolsets(caps: Capabilities) -> list[str]:
@@ -96,11 +154,7 @@ def select_tools(
         raise ValueError(
             f"unknown toolset(s): {', '.join(unknown)}; available: {', '.join(TOOLSETS)}"
         )
-    selected = (
-        [t for t in builtin_tools(config) if t.toolset in chosen and t.available()]
-        if chosen
-        else []
-    )
+    selected = [t for t in builtin_tools(config, chosen) if t.available()]
     names = {tool.name for tool in selected}
     for tool in extra:
         if tool.name in names:

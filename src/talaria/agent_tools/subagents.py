@@ -16,7 +16,7 @@ one of the same name, so Claude Code's agent files work as they are. Front matte
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,19 +63,27 @@ class Definitions:
     problems: tuple[str, ...] = ()
 
 
-def load_definitions(home: Path, cwd: Path, toolset_of: Mapping[str, str]) -> Definitions:
-    """Every definition in the home's and the project's agent folders; `toolset_of` maps each
-    built-in tool name to its toolset."""
+def load_definitions(
+    home: Path, cwd: Path, toolset_of: Callable[[], Mapping[str, str]]
+) -> Definitions:
+    """Every definition in the home's and the project's agent folders; `toolset_of` gives each
+    built-in tool name's toolset, asked only when there is a definition (it loads every
+    toolset)."""
     agents: dict[str, SubagentDefinition] = {}
     problems: list[str] = []
-    for folder in (home / "agents", *(cwd / name for name in AGENT_FOLDERS)):
-        for path in sorted(folder.glob("*.md")) if folder.is_dir() else ():
-            try:
-                definition = parse_definition(path.read_text(encoding="utf-8"), path, toolset_of)
-            except (OSError, ValueError) as exc:
-                problems.append(f"{path}: {exc}")
-                continue
-            agents[definition.name] = definition
+    paths = [
+        path
+        for folder in (home / "agents", *(cwd / name for name in AGENT_FOLDERS))
+        for path in (sorted(folder.glob("*.md")) if folder.is_dir() else ())
+    ]
+    names = toolset_of() if paths else {}
+    for path in paths:
+        try:
+            definition = parse_definition(path.read_text(encoding="utf-8"), path, names)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        agents[definition.name] = definition
     return Definitions(agents, tuple(problems))
 
 
