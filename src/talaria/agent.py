@@ -144,6 +144,7 @@ class Agent:
         answer_with_callbacks(self.sink, self.interactions, callbacks)
         self.hooks = hooks if hooks is not None else HookBus()
         self._session_ref = session_id
+        self._queue_looked_up: str | None = None
         self._store = spec.store
         self._owns_store = spec.store is None
         self._interrupt = InterruptSignal()
@@ -417,14 +418,18 @@ class Agent:
 
     def _kept_queue(self) -> Steering:
         """The steering with the queue of the session this agent is on, also before its
-        first turn (a resumed session's kept messages are listed and edited at once)."""
+        first turn (a resumed session's kept messages are listed and edited at once). The
+        store is asked once per session named: a screen lists the queue on every refresh, and
+        the queue itself lives in the steering inbox, which every change goes through."""
         session = self._session
+        ref = self._session_ref
         if session is not None:
             self._steering.attach(session.store, session.id)
-        elif self._session_ref is not None:
+        elif ref is not None and ref != self._queue_looked_up:
             store = self.store
-            if store.get_session(self._session_ref) is not None:
-                self._steering.attach(store, self._session_ref)
+            if store.get_session(ref) is not None:
+                self._steering.attach(store, ref)
+            self._queue_looked_up = ref
         return self._steering
 
     @property
@@ -441,6 +446,7 @@ class Agent:
         """Start a fresh session on the next turn (the old one stays in the store)."""
         self._end_session("new_session")
         self._session_ref = None
+        self._queue_looked_up = None
         self._session = None
 
     @property
@@ -455,6 +461,7 @@ class Agent:
             self._end_session("switched")
             self._session = None
         self._session_ref = value
+        self._queue_looked_up = None
 
     @property
     def tools(self) -> dict[str, Tool]:

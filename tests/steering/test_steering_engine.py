@@ -17,6 +17,7 @@ from talaria import events as ev
 from talaria import tool
 from talaria.background import run_sync
 from talaria.loop.steering import TurnMismatch
+from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider, call, text
 
 STEER = "Also mention the docs folder."
@@ -322,3 +323,49 @@ def test_a_queue_follows_the_agent_to_another_session_and_runs_once(tmp_path: Pa
         for session in ("first-session", "second-session"):
             again = scripted_agent(server, tmp_path, session_id=session)
             assert again.queued_messages == [], f"{session} keeps nothing to run twice"
+
+
+class CountingStore(SQLiteSessionStore):
+    """The real SQLite store, counting the session lookups and state reads it answers."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.reads = 0
+
+    def get_session(self, session_id: str) -> Any:
+        self.reads += 1
+        return super().get_session(session_id)
+
+    def get_state(self, session_id: str, key: str) -> Any:
+        self.reads += 1
+        return super().get_state(session_id, key)
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_a_screen_listing_the_queue_on_every_refresh_reads_the_store_once(
+    tmp_path: Path, stored: bool
+) -> None:
+    """Before its first turn, an agent on a named session (stored or not yet) lists that
+    session's kept queue; its own changes show at once, without asking the store again."""
+    with ScriptedProvider([text("first"), text("ran the kept one")]) as server:
+        if stored:
+            holder = scripted_agent(server, tmp_path, session_id="refresh")
+            holder.run_conversation("start")
+            holder.queue("kept")
+            holder.close()
+        store = CountingStore(tmp_path / "state.db")
+        agent = scripted_agent(server, tmp_path, session_id="refresh", store=store)
+        kept = ["kept"] if stored else []
+        assert agent.queued_messages == kept
+        asked = store.reads
+        for _ in range(20):
+            assert agent.queued_messages == kept
+        added = agent.queue("mine")
+        assert agent.queued_messages == [*kept, "mine"]
+        assert agent.edit_queued(added, "mine, edited")
+        assert agent.queued_messages == [*kept, "mine, edited"]
+        assert store.reads == asked
+        agent.session_id = "refresh"  # named again: looked up again
+        assert agent.queued_messages == [*kept, "mine, edited"]
+        assert store.reads > asked
+        store.close()
