@@ -60,6 +60,8 @@ class FakeTelegram:
         self.refused = 0
         self.hold_sends = False
         """Take sendMessage requests and never answer them (a send lost on the way)."""
+        self.hold_files = False
+        """The same for sendPhoto and sendDocument."""
         self.held = 0
         self.files: dict[str, bytes] = {}
         """file_id -> the bytes a user sent (served by getFile and the file URL)."""
@@ -83,7 +85,7 @@ class FakeTelegram:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.hold_sends = False
+        self.hold_sends = self.hold_files = False
         with self._changed:
             self._changed.notify_all()
         self._server.shutdown()
@@ -233,12 +235,8 @@ class FakeTelegram:
         with self._changed:
             if refusal := self._flooded():
                 return refusal
-            if self.hold_sends:
-                self.held += 1
-                self._changed.notify_all()
-                while self.hold_sends:
-                    self._changed.wait()
-                return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
+            if refusal := self._held("hold_sends"):
+                return refusal
             message = BotMessage(
                 int(params["chat_id"]), next(self._message_ids), str(params["text"]),
                 _keyboard(params), _int(params.get("reply_to_message_id")),
@@ -246,6 +244,17 @@ class FakeTelegram:
             )  # fmt: skip
             self.messages.append(message)
         return 200, {"ok": True, "result": _message_json(message)}
+
+    def _held(self, switch: str) -> tuple[int, dict[str, Any]] | None:
+        """While the switch is on, a send is taken and left unanswered until it is turned
+        off, then refused (the lock is held)."""
+        if not getattr(self, switch):
+            return None
+        self.held += 1
+        self._changed.notify_all()
+        while getattr(self, switch):
+            self._changed.wait()
+        return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
 
     def _api_editmessagetext(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._changed:
@@ -291,7 +300,7 @@ class FakeTelegram:
     def _sent_file(self, field_name: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         name, data = params[field_name]
         with self._changed:
-            if refusal := self._flooded(self.flood_files):
+            if refusal := self._flooded(self.flood_files) or self._held("hold_files"):
                 return refusal
             sent = BotFile(int(params["chat_id"]), next(self._message_ids), field_name, name, data)
             self.sent_files.append(sent)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.parse
+import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from email.message import EmailMessage
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mail_server import MailServer
 from matrix_server import MatrixUser, Synapse
@@ -20,6 +22,7 @@ from xmpp_server import DOMAIN, XmppServer, XmppUser
 from talaria.gateway.platform import Platform
 
 WAIT_S = 90.0
+T = TypeVar("T")
 
 
 class Person(Protocol):
@@ -29,6 +32,11 @@ class Person(Protocol):
 
     async def shown(self) -> list[str]:
         """The bot's messages in this conversation as the person's client shows them now."""
+        ...
+
+    async def files(self) -> list[tuple[str, bytes]]:
+        """The files the bot sent in this conversation (name, bytes), downloaded as the
+        person's client does."""
         ...
 
     async def choose(self, question: str, index: int, command: str) -> None:
@@ -46,12 +54,21 @@ class Person(Protocol):
 
 async def until_shown(person: Person, check: Callable[[list[str]], bool]) -> list[str]:
     """What the person sees once `check` holds for it."""
+    return await _until(person.shown, check, person.user_id)
+
+
+async def until_files(person: Person, count: int) -> list[tuple[str, bytes]]:
+    """The files the bot sent the person, once there are `count` of them."""
+    return await _until(person.files, lambda sent: len(sent) >= count, person.user_id)
+
+
+async def _until(read: Callable[[], Awaitable[T]], check: Callable[[T], bool], who: str) -> T:
     deadline = time.monotonic() + WAIT_S
     while True:
-        shown = await person.shown()
-        if check(shown):
-            return shown
-        assert time.monotonic() < deadline, f"{person.user_id} sees only {shown}"
+        seen = await read()
+        if check(seen):
+            return seen
+        assert time.monotonic() < deadline, f"{who} sees only {seen}"
         await asyncio.sleep(0.1)
 
 
@@ -85,6 +102,18 @@ class MatrixPerson:
     async def shown(self) -> list[str]:
         await self.user.sync()
         return [m.body for m in self.user.messages(self.room, self.bot_id)]
+
+    async def files(self) -> list[tuple[str, bytes]]:
+        from nio import DownloadResponse
+
+        await self.user.sync()
+        sent = []
+        for message in self.user.messages(self.room, self.bot_id):
+            if message.content.get("msgtype") in ("m.file", "m.image"):
+                response = await self.user.client.download(mxc=message.content["url"])
+                assert isinstance(response, DownloadResponse), response
+                sent.append((message.body, response.body))
+        return sent
 
     async def choose(self, question: str, index: int, command: str) -> None:
         from talaria.gateway.matrix import CHOICES
@@ -162,8 +191,19 @@ class MailPerson:
         await asyncio.to_thread(self.server.send, mail)
 
     async def shown(self) -> list[str]:
+        return [str(m.get_body(("plain",)).get_content()).strip() for m in await self._mails()]
+
+    async def files(self) -> list[tuple[str, bytes]]:
+        return [
+            (str(part.get_filename()), bytes(part.get_payload(decode=True)))
+            for mail in await self._mails()
+            for part in mail.iter_attachments()
+        ]
+
+    async def _mails(self) -> list[EmailMessage]:
+        """The bot's mails in this person's thread (each replies within it)."""
         inbox = await asyncio.to_thread(self.server.inbox, self.user_id)
-        return [str(m.get_content()).strip() for m in inbox if self.bot_address in m["From"]]
+        return [m for m in inbox if self.bot_address in m["From"]]
 
     async def choose(self, question: str, index: int, command: str) -> None:
         await self.say(command)
@@ -228,6 +268,13 @@ class XmppPerson:
     async def shown(self) -> list[str]:
         return [m.body for m in self.user.received if m.sender.startswith(self.bot_jid)]
 
+    async def files(self) -> list[tuple[str, bytes]]:
+        links = [
+            m.file_url for m in self.user.received if m.sender.startswith(self.bot_jid)
+            if m.file_url
+        ]  # fmt: skip
+        return [await asyncio.to_thread(_download, link) for link in links]
+
     async def choose(self, question: str, index: int, command: str) -> None:
         await self.say(command)
 
@@ -236,6 +283,13 @@ class XmppPerson:
 
     async def close(self) -> None:
         await self.user.__aexit__()
+
+
+def _download(url: str) -> tuple[str, bytes]:
+    """A file behind a link (its name is the link's last part), as a client fetches it."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        data: bytes = response.read()
+    return urllib.parse.unquote(url.rsplit("/", 1)[-1]), data
 
 
 class LiveXmpp:

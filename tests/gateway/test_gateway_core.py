@@ -417,8 +417,9 @@ async def test_a_file_comes_in_and_a_platform_without_files_says_what_it_could_n
         async with running_gateway(server, tmp_path) as gw:
             sent = Attachment("notes.txt", "text/plain", data=b"remember the milk")
             await gw.platform.deliver(user_message("keep this", attachments=(sent,)))
-            note = await gw.platform.wait_for(lambda m: "Could not send notes.txt" in m.text)
+            await gw.platform.wait_for(lambda m: "notes.txt was not sent" in m.text)
     assert (folder / "notes.txt").read_bytes() == b"remember the milk"
     assert str(folder / "notes.txt") in server.requests[0].body["messages"][-1]["content"]
-    assert "does not take files" in note.text
-    assert gw.texts()[0] == "Read it."
+    assert gw.texts() == [
+        "Read it.\nnotes.txt was not sent: this chat platform cannot carry files from the bot."
+    ]

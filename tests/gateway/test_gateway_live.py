@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_platforms import Live, LiveMail, LiveMatrix, LiveXmpp, Person, until_shown
+from live_platforms import Live, LiveMail, LiveMatrix, LiveXmpp, Person, until_files, until_shown
 from mail_server import mail_server  # noqa: F401
 from matrix_server import synapse  # noqa: F401
 from xmpp_server import xmpp_server  # noqa: F401
@@ -20,6 +20,7 @@ from xmpp_server import xmpp_server  # noqa: F401
 from gateway_support import running_gateway
 from helpers import FOREVER
 from talaria import tool
+from talaria.gateway import files
 from talaria.gateway.platform import Platform
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider, call, calls, text
@@ -148,6 +149,30 @@ async def test_stop_ends_a_running_turn_and_its_answer_never_comes(
             await alice.say("again")
             shown = await until_shown(alice, lambda s: "fresh" in s)
     assert "too late" not in shown
+    await alice.close()
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+async def test_files_the_answer_names_are_sent_back(live: Live, tmp_path: Path) -> None:
+    bot = live.bot()
+    alice = await live.person("alice", bot)
+    answer = "Here is the report.\nMEDIA:report.txt\nMEDIA:chart.png"
+    with ScriptedProvider([call("hold", {}), text(answer)]) as server:
+        async with gateway(server, tmp_path, bot, [alice], agent={"tools": [hold]}) as gw:
+            await alice.say("send me the report")
+            await gw.until(lambda: len(server.requests) == 1)
+            (chat,) = gw.gateway.connected[live.kind].chats
+            folder = files.chat_folder(tmp_path, chat)  # the agent's working directory's
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "report.txt").write_bytes(b"the report")
+            (folder / "chart.png").write_bytes(PNG)
+            RELEASE.set()
+            sent = await until_files(alice, 2)
+            shown = await until_shown(alice, lambda s: "Here is the report." in s)
+    assert sent == [("report.txt", b"the report"), ("chart.png", PNG)]
+    assert "Here is the report." in shown and not any("MEDIA:" in m for m in shown)
     await alice.close()
 
 

@@ -141,6 +141,27 @@ async def test_stop_ends_the_turn_and_a_queued_message_waits_its_turn(
     )
 
 
+async def test_a_file_the_answer_names_is_not_sent_and_the_chat_says_why(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    folder = tmp_path / "chat-files" / "irc-alice"
+    folder.mkdir(parents=True)
+    (folder / "report.txt").write_text("the report")
+    server = ScriptedProvider([text("Here it is.\nMEDIA:report.txt")])
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            alice.say(_bot(gw), "send me the report")
+            await alice.until(lambda: len(alice.texts()) == 2)
+    assert alice.texts() == [
+        "Here it is.",
+        "report.txt was not sent: this chat platform cannot carry files from the bot.",
+    ]
+
+
 def test_long_lines_are_cut_within_the_protocol_limit() -> None:
     lines = irc_lines("é" * 500 + "\n\nshort")
     assert all(len(line.encode()) <= LINE_BYTES for line in lines)

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -184,31 +184,54 @@ def _start_gateway(home: Path, server: ScriptedProvider) -> subprocess.Popen[str
     return subprocess.Popen(command, env=env, cwd=home, stderr=subprocess.PIPE, text=True)
 
 
+async def _killed_while_held(
+    home: Path, server: ScriptedProvider, api: FakeTelegram, hold: str, sent: Callable[[], object]
+) -> None:
+    """A user's message; the gateway is killed (-9) while the fake holds what it sends
+    (`hold`: `hold_sends` or `hold_files`), unconfirmed; a new gateway starts and the test
+    waits until `sent()` holds and the chat goes on."""
+    _config(home, api)
+    setattr(api, hold, True)
+    gateway = _start_gateway(home, server)
+    try:
+        api.user_says("hi")
+        await api.until(lambda: api.held)
+        gateway.send_signal(signal.SIGKILL)
+        gateway.wait(60)
+        setattr(api, hold, False)
+        gateway = _start_gateway(home, server)
+        await api.until(sent)
+        api.user_says("/help")
+        await api.until(lambda: api.find("Commands:"))
+    finally:
+        gateway.terminate()
+        assert gateway.wait(60) == 0, gateway.stderr.read() if gateway.stderr else ""
+
+
 async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
     tmp_path: Path,
 ) -> None:
-    home = tmp_path / "home"
     server = ScriptedProvider([text("the one answer")])
     with server, FakeTelegram() as api:
-        _config(home, api)
-        api.hold_sends = True
-        gateway = _start_gateway(home, server)
-        try:
-            api.user_says("hi")
-            await api.until(lambda: api.held)  # the answer is on its way, unconfirmed
-            gateway.send_signal(signal.SIGKILL)
-            gateway.wait(60)
-            api.hold_sends = False
-            gateway = _start_gateway(home, server)
-            await api.until(lambda: api.find("the one answer"))
-            api.user_says("/help")
-            await api.until(lambda: api.find("Commands:"))
-        finally:
-            gateway.terminate()
-            assert gateway.wait(60) == 0, gateway.stderr.read() if gateway.stderr else ""
+        await _killed_while_held(
+            tmp_path / "home", server, api, "hold_sends", lambda: api.find("the one answer")
+        )
     assert [t for t in api.texts() if "the one answer" in t] == [
         "(sent again after a restart; you may see this twice)\nthe one answer"
     ]
+    assert len(server.requests) == 1  # the model was not asked again
+
+
+async def test_kill_9_while_a_file_goes_out_sends_it_once_after_restart(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    folder = chat_folder(home)
+    folder.mkdir(parents=True)
+    (folder / "report.txt").write_text("the report")
+    server = ScriptedProvider([text("Here it is.\nMEDIA:report.txt")])
+    with server, FakeTelegram() as api:
+        await _killed_while_held(home, server, api, "hold_files", lambda: api.sent_files)
+    assert [(f.name, f.data) for f in api.sent_files] == [("report.txt", b"the report")]
+    assert [t for t in api.texts() if "Here it is." in t] == ["Here it is."]  # sent once
     assert len(server.requests) == 1  # the model was not asked again
 
 

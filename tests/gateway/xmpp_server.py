@@ -1,6 +1,7 @@
 """A real XMPP server for the XMPP gateway tests: Prosody (the distribution's `prosody`) on
 loopback with a config of its own in a temporary folder, its users registered with
-`prosodyctl register` before it starts, and a multi-user chat service for group rooms."""
+`prosodyctl register` before it starts, a multi-user chat service for group rooms, and an
+HTTP upload service (XEP-0363, Prosody's mod_http_file_share) for files."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from chat_server import ServerProcess, free_port, require
 
 DOMAIN = "example.test"
 MUC = f"conference.{DOMAIN}"
+UPLOAD = f"upload.{DOMAIN}"
 
 CONFIG = """\
 data_path = "{dir}/data"
@@ -25,6 +27,11 @@ interfaces = {{ "127.0.0.1" }}
 c2s_ports = {{ {port} }}
 c2s_direct_tls_ports = {{ }}
 s2s_ports = {{ }}
+http_ports = {{ {http_port} }}
+http_interfaces = {{ "127.0.0.1" }}
+https_ports = {{ }}
+http_default_host = "{upload}"
+http_external_url = "http://127.0.0.1:{http_port}/"
 modules_enabled = {{ "roster"; "saslauth"; "disco"; "ping"; "presence"; "message"; "iq" }}
 modules_disabled = {{ "s2s"; "offline"; "posix" }}
 authentication = "internal_plain"
@@ -35,6 +42,7 @@ VirtualHost "{domain}"
 Component "{muc}" "muc"
     muc_room_locking = false
     muc_room_default_public_jids = true
+Component "{upload}" "http_file_share"
 """
 
 
@@ -47,13 +55,17 @@ class XmppServer:
         self.process = ServerProcess("prosody")
         self.dir = self.process.directory
         self.port = free_port()
+        self.http_port = free_port()
         self.config = self.dir / "prosody.cfg.lua"
         self.passwords: dict[str, str] = {}
 
     def start(self, users: dict[str, str]) -> None:
         (self.dir / "data").mkdir()
         (self.dir / "certs").mkdir()
-        self.config.write_text(CONFIG.format(dir=self.dir, port=self.port, domain=DOMAIN, muc=MUC))
+        self.config.write_text(
+            CONFIG.format(dir=self.dir, port=self.port, domain=DOMAIN, muc=MUC, upload=UPLOAD,
+                          http_port=self.http_port)
+        )  # fmt: skip
         # Each prosodyctl starts a Lua interpreter (~1 s): register the users side by side.
         registering = [
             subprocess.Popen(
@@ -69,6 +81,7 @@ class XmppServer:
             self.passwords[f"{name}@{DOMAIN}"] = pw
         self.process.spawn([self.prosody, "--config", str(self.config)])
         self.process.wait_listening(self.port)
+        self.process.wait_listening(self.http_port)
 
     def stop(self) -> None:
         self.process.stop()
@@ -97,7 +110,7 @@ class XmppUser:
 
         self.jid = f"{name}@{DOMAIN}"
         self.client = ClientXMPP(f"{self.jid}/phone", server.passwords[self.jid])
-        for plugin in ("xep_0030", "xep_0045", "xep_0085", "xep_0308"):
+        for plugin in ("xep_0030", "xep_0045", "xep_0066", "xep_0085", "xep_0308"):
             self.client.register_plugin(plugin)
         self.client.enable_starttls = self.client.enable_direct_tls = False
         self.client.enable_plaintext = True
@@ -132,7 +145,9 @@ class XmppUser:
                 earlier.edits.append(earlier.body)
                 earlier.body = msg["body"]
                 return
-        self.received.append(Received(msg["id"], str(msg["from"]), msg["type"], msg["body"]))
+        received = Received(msg["id"], str(msg["from"]), msg["type"], msg["body"])
+        received.file_url = msg["oob"]["url"] or None
+        self.received.append(received)
 
     def say(self, to: str, text: str, room: bool = False, message_id: str = "") -> str:
         kind = "groupchat" if room else "chat"
@@ -157,6 +172,8 @@ class Received:
     def __init__(self, id: str, sender: str, kind: str, body: str) -> None:
         self.id, self.sender, self.kind, self.body = id, sender, kind, body
         self.edits: list[str] = []
+        self.file_url: str | None = None
+        """The link of a file sent with the message (XEP-0066)."""
 
     def __repr__(self) -> str:
         return f"Received({self.sender!r}, {self.body!r}, edits={self.edits!r})"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from talaria import events as ev
 from talaria.gateway import access, files
 from talaria.gateway.delivery import Outbox
-from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound
+from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound, SendsFiles
 from talaria.gateway.settings import BUSY_MODES, PlatformSettings, RoomSettings
 from talaria.gateway.view import ChatUI, TurnView
 from talaria.interaction import asked_by
@@ -23,7 +23,7 @@ from talaria.loop.session import new_session_id
 from talaria.offload import run_blocking
 from talaria.skills.invoke import with_skill
 from talaria.store.base import SessionStore
-from talaria.store.ledger import DeliveryLedger, OutboundPart
+from talaria.store.ledger import DROPPED, DeliveryLedger, OutboundPart
 from talaria.store.schema import USAGE_BUCKETS
 from talaria.turn_stream import TurnEvents
 
@@ -46,6 +46,7 @@ TYPING_EVERY_S = 4.0
 ANSWERS = ("approval", "clarify")
 """The requests a chat answers (buttons or commands)."""
 COMMAND_MARKS = "/!"
+FILES_REFUSED = "this chat platform cannot carry files from the bot."
 """`/new` or `!new` (IRC and some clients keep `/` for their own commands)."""
 APPROVAL_BUTTONS = (("Allow once", "once"), ("Allow for this chat", "session"), ("Deny", "deny"))
 BUSY_ACKS = {
@@ -378,27 +379,38 @@ class ChatSession:
         self.taken = [m for m in self.taken if m not in answered]
         text = event.final_response or f"(no answer: the turn ended with {event.exit_reason})"
         out = files.outgoing(text, self.folder)
+        sendable = out.files if self.sends_files else []
         if out.files or out.refused:
-            shown = "\n".join([out.text, *out.refused]).strip()
-            text = shown or "Sent: " + ", ".join(path.name for path in out.files)
+            unsent = [f"{path.name} was not sent: {FILES_REFUSED}" for path in out.files]
+            notes = [*out.refused, *([] if sendable else unsent)]
+            shown = "\n".join([out.text, *notes]).strip()
+            text = shown or "Sent: " + ", ".join(path.name for path in sendable)
         turn_id = f"{self.chat.platform}:{answered[-1] if answered else new_session_id()}"
         reply_to = answered[-1] if answered else None
         parts = view.answer(turn_id, text, reply_to)
+        chat = self.chat
+        sent_files = [
+            OutboundPart(f"{turn_id}/file{n}", chat.platform, chat.chat_id, chat.thread_id,
+                         path.name, reply_to, file=str(path))
+            for n, path in enumerate(sendable)
+        ]  # fmt: skip
         inbound = (self.chat.platform, answered[0]) if answered else None
         self.finishing = not self.waiting
-        await self.ctx.outbox.post(parts, inbound)
-        await self._send_files(out.files, turn_id, reply_to)
+        await self.ctx.outbox.post([*parts, *sent_files], inbound)
+        for part in sent_files:
+            await self._said_if_dropped(part)
         for message_id in answered[1:]:
             await run_blocking(self.ctx.store.ledger_finish_inbound, self.chat.platform, message_id)
 
-    async def _send_files(self, paths: list[Path], turn_id: str, reply_to: str | None) -> None:
-        """Send the files an answer named (after its text); a failure is said in the chat."""
-        for number, path in enumerate(paths):
-            try:
-                await self.ctx.outbox.send_file(self.chat, path, reply_to)
-            except Exception as exc:
-                log.warning("%s: sending %s failed", self.chat.platform, path, exc_info=True)
-                await self.say(f"Could not send {path.name}: {exc}", f"file:{turn_id}:{number}")
+    @property
+    def sends_files(self) -> bool:
+        return isinstance(self.ui.platform, SendsFiles)
+
+    async def _said_if_dropped(self, part: OutboundPart) -> None:
+        """A file the platform refused for good is said in the chat (the log has why)."""
+        stored = await run_blocking(self.ctx.store.ledger_part, part.id)
+        if stored is not None and stored.status == DROPPED:
+            await self.say(f"Could not send {part.text}: the platform refused it.", part.id + "/no")
 
     # ---- questions ------------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ waits out a platform's flood refusal (`RateLimited.retry_after`), backs off on o
 and marks it sent with the platform's message id. Parts of one chat go out one at a time, in
 order. At start, what a previous process left pending is sent first: a part that may already
 have arrived (an attempt was made) is marked as possibly repeated, unless the platform
-de-duplicates sends by key.
+de-duplicates sends by key. A file an answer sends back is a part too (`OutboundPart.file`),
+sent after the answer's text; it cannot carry the mark, so a resent file may arrive twice
+where the platform does not de-duplicate.
 """
 
 from __future__ import annotations
@@ -58,20 +60,6 @@ class Outbox:
                 for part in parts:
                     await self.deliver(part)
 
-    async def send_file(self, chat: ChatRef, path: Path, reply_to: str | None) -> str:
-        """Send a file (it is not in the ledger), in the chat's order, waiting out flood
-        refusals as `deliver` does; any other failure raises."""
-        platform = self.platform
-        if not isinstance(platform, SendsFiles):
-            raise PlatformError("this platform does not take files from the bot")
-        async with self.lock(chat):
-            for _ in range(MAX_ATTEMPTS - 1):
-                try:
-                    return await platform.send_file(chat, path, reply_to=reply_to)
-                except RateLimited as refused:
-                    await self.sleep(min(max(refused.retry_after, 0.0), MAX_WAIT_S))
-            return await platform.send_file(chat, path, reply_to=reply_to)
-
     async def resend_pending(self) -> None:
         """Send what a previous process recorded but never saw confirmed."""
         pending = await run_blocking(self.ledger.ledger_pending, self.platform.name)
@@ -84,7 +72,8 @@ class Outbox:
         good, or still pending after `MAX_ATTEMPTS`, to be sent at the next start)."""
         backoff = FIRST_BACKOFF_S
         for _ in range(MAX_ATTEMPTS):
-            if maybe_sent and not self.platform.capabilities.dedupes_sends and not part.edit_of:
+            repeatable = not part.edit_of and not part.file
+            if maybe_sent and not self.platform.capabilities.dedupes_sends and repeatable:
                 part = replace(part, text=REPEAT_MARK + part.text)
                 maybe_sent = False
             await run_blocking(self.ledger.ledger_count_attempt, part.id)
@@ -111,7 +100,17 @@ class Outbox:
 
     async def _send(self, part: OutboundPart) -> str:
         chat = chat_of(part)
+        if part.file:
+            return await self._send_file(chat, Path(part.file), part)
         if part.edit_of:
             await self.platform.edit(chat, part.edit_of, part.text)
             return part.edit_of
         return await self.platform.send(chat, part.text, key=part.id, reply_to=part.reply_to)
+
+    async def _send_file(self, chat: ChatRef, path: Path, part: OutboundPart) -> str:
+        platform = self.platform
+        if not isinstance(platform, SendsFiles):
+            raise PlatformError(f"{platform.name} cannot send files")
+        if not path.is_file():
+            raise PlatformError(f"{path} is gone")
+        return await platform.send_file(chat, path, key=part.id, reply_to=part.reply_to)

@@ -8,7 +8,8 @@ and only after the gateway has recorded it; an unflagged message is delivered ag
 restart and de-duplicated by its Message-ID. Answers carry `In-Reply-To` and `References`, a
 Message-ID derived from the gateway's key (a resend is recognisably the same message) and
 `Auto-Submitted: auto-replied`; mail that is itself automatic is never answered (RFC 3834),
-so two bots cannot write to each other forever.
+so two bots cannot write to each other forever. A file the agent sends back is a mail of its
+own in the thread, with the file attached.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from dataclasses import dataclass
 from email import message_from_bytes, policy
 from email.message import EmailMessage, Message
 from email.utils import formataddr, formatdate, parseaddr, parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 
+from talaria.gateway import files
 from talaria.gateway.adapter_settings import read_settings
 from talaria.gateway.platform import (
     Attachment,
@@ -220,6 +223,26 @@ class EmailPlatform:
         buttons: Sequence[Button] = (),
         reply_to: str | None = None,
     ) -> str:
+        mail = await self._reply(chat, key, reply_to)
+        mail.set_content(text)
+        await asyncio.to_thread(self._submit, mail)
+        return str(mail["Message-ID"])
+
+    async def send_file(
+        self, chat: ChatRef, path: Path, *, key: str, reply_to: str | None = None
+    ) -> str:
+        """A mail in the conversation's thread with the file attached."""
+        data = await asyncio.to_thread(path.read_bytes)
+        mime = files.mime_type(path.name, data)
+        maintype, _, subtype = mime.partition("/")
+        mail = await self._reply(chat, key, reply_to)
+        mail.set_content(f"Attached: {path.name}")
+        mail.add_attachment(data, maintype=maintype, subtype=subtype, filename=path.name)
+        await asyncio.to_thread(self._submit, mail)
+        return str(mail["Message-ID"])
+
+    async def _reply(self, chat: ChatRef, key: str, reply_to: str | None) -> EmailMessage:
+        """The headers of a mail of the bot's in the chat's thread, answering `reply_to`."""
         answered = reply_to or chat.thread_id
         thread = await self._thread(answered) if answered else Thread("", ())
         mail = EmailMessage()
@@ -234,9 +257,7 @@ class EmailPlatform:
         if answered:
             mail["In-Reply-To"] = answered
             mail["References"] = " ".join(thread.references or (answered,))
-        mail.set_content(text)
-        await asyncio.to_thread(self._submit, mail)
-        return message_id
+        return mail
 
     async def edit(
         self, chat: ChatRef, message_id: str, text: str, *, buttons: Sequence[Button] = ()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import mimetypes
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,11 @@ def save(folder: Path, name: str, data: bytes) -> Path:
             continue
         return candidate
     raise AssertionError("unreachable")
+
+
+def mime_type(name: str, data: bytes) -> str:
+    """What a file sent back is: an image by its bytes, else by its name's extension."""
+    return image_type(data) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
 def too_large(attachment: Attachment) -> bool:

@@ -4,8 +4,9 @@ The bot joins its channels and answers in them when addressed (`nick: ...`, a li
 names it, or the prefix), and in private messages. IRC has no edits, buttons, typing, ids or
 redelivery: progress comes as one short line per tool, approvals as `/approve N` (or
 `!approve N`, since IRC clients keep `/` for themselves), and a multi-line answer as one
-line per line, each cut to fit the protocol's 512-byte line. Users are known by nick: pair
-or allow nicks that the network's services protect.
+line per line, each cut to fit the protocol's 512-byte line. The bot sends no files (DCC
+is peer to peer and rarely passes firewalls): an answer naming one says it was not sent.
+Users are known by nick: pair or allow nicks that the network's services protect.
 
 Settings: `server`, `port` (6667), `nick`, `channels` (a list), `password` (the server's).
 """

@@ -3,9 +3,10 @@
 A bot is an ordinary Matrix account (docs/gateway-matrix.md). The adapter long-polls `/sync`,
 turns room messages into `Inbound`s (threads by `m.thread`), and answers with `m.room.message`
 events sent under a transaction id derived from the gateway's key, so the homeserver itself
-de-duplicates a resend after a crash. Edits are `m.replace` events. Matrix has no buttons:
-a question lists numbered choices and the bot reacts with each number, so a user answers with
-one click on a reaction (or by replying with the number or the choice's label).
+de-duplicates a resend after a crash. Edits are `m.replace` events; a file sent back is
+uploaded to the homeserver's media repository and posted as `m.image` or `m.file`. Matrix has
+no buttons: a question lists numbered choices and the bot reacts with each number, so a user
+answers with one click on a reaction (or by replying with the number or the choice's label).
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import logging
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from talaria.gateway import files
 from talaria.gateway.adapter_settings import read_settings
 from talaria.gateway.platform import (
     Attachment,
@@ -256,7 +260,36 @@ class MatrixPlatform:
         buttons: Sequence[Button] = (),
         reply_to: str | None = None,
     ) -> str:
-        content: dict[str, Any] = {"msgtype": "m.text", "body": _with_choices(text, buttons)}
+        content = {"msgtype": "m.text", "body": _with_choices(text, buttons)}
+        event_id = await self._post(chat, content, key, reply_to)
+        if buttons:
+            await self._offer(chat, event_id, tuple(buttons), key)
+        return event_id
+
+    async def send_file(
+        self, chat: ChatRef, path: Path, *, key: str, reply_to: str | None = None
+    ) -> str:
+        """Upload the file to the homeserver's media repository, then post it as an
+        `m.image` (known by its bytes) or `m.file` event under the key's transaction id."""
+        data = await asyncio.to_thread(path.read_bytes)
+        mime = files.mime_type(path.name, data)
+        response, _ = await self._client.upload(
+            io.BytesIO(data), content_type=mime, filename=path.name, filesize=len(data)
+        )
+        uploaded = _check(response)
+        content = {
+            "msgtype": "m.image" if mime.startswith("image/") else "m.file",
+            "body": path.name,
+            "filename": path.name,
+            "url": uploaded.content_uri,
+            "info": {"mimetype": mime, "size": len(data)},
+        }
+        return await self._post(chat, content, key, reply_to)
+
+    async def _post(
+        self, chat: ChatRef, content: dict[str, Any], key: str, reply_to: str | None
+    ) -> str:
+        """Send a room message into the chat's thread (or as a reply to `reply_to`)."""
         if chat.thread_id:
             content["m.relates_to"] = {
                 "rel_type": "m.thread",
@@ -268,8 +301,6 @@ class MatrixPlatform:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
         event_id = await self._room_send(chat.chat_id, "m.room.message", content, key)
         _remember(self._sent, event_id, None)
-        if buttons:
-            await self._offer(chat, event_id, tuple(buttons), key)
         return event_id
 
     async def _offer(

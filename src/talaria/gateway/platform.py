@@ -184,9 +184,11 @@ class SendsFiles(Protocol):
     """A platform that can send a file (optional: without it, the gateway says in the chat
     which file it could not send)."""
 
-    async def send_file(self, chat: ChatRef, path: Path, *, reply_to: str | None = None) -> str:
-        """Post the file at `path` (a photo when it is one, else a document); the message
-        id."""
+    async def send_file(
+        self, chat: ChatRef, path: Path, *, key: str, reply_to: str | None = None
+    ) -> str:
+        """Post the file at `path` (an image when it is one, else a document); the message
+        id. `key` is unique to this file of this answer, as `Platform.send`'s is."""
         ...
 
 

@@ -205,7 +205,9 @@ class TelegramPlatform:
                 reply_markup=_keyboard(buttons),
             )
 
-    async def send_file(self, chat: ChatRef, path: Path, *, reply_to: str | None = None) -> str:
+    async def send_file(
+        self, chat: ChatRef, path: Path, *, key: str, reply_to: str | None = None
+    ) -> str:
         data = await asyncio.to_thread(path.read_bytes)
         send = self.bot.send_photo if image_type(data) else self.bot.send_document
         reply_id = _message_number(reply_to, chat)

@@ -3,9 +3,10 @@
 The bot is an ordinary account on any XMPP server (docs/gateway-xmpp.md). Direct messages are
 one-to-one chats; the rooms listed in `rooms` are joined under `nick`, and there the bot is
 addressed by its nick. Edits are Last Message Corrections (XEP-0308) and the typing indicator
-is a chat state (XEP-0085), both shown by the common clients. XMPP has no buttons, so a
-question is answered with `/approve ID` or `/deny ID`. Updates reach the gateway one at a
-time, in the order the server sent them.
+is a chat state (XEP-0085), both shown by the common clients. A file sent back goes through
+the server's HTTP upload service (XEP-0363) and arrives as a link marked as a file
+(XEP-0066). XMPP has no buttons, so a question is answered with `/approve ID` or
+`/deny ID`. Updates reach the gateway one at a time, in the order the server sent them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import logging
 import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from talaria.gateway import files
 from talaria.gateway.adapter_settings import read_settings
 from talaria.gateway.platform import (
     Button,
@@ -32,8 +36,10 @@ from talaria.gateway.platform import (
 
 log = logging.getLogger(__name__)
 
-PLUGINS = ("xep_0030", "xep_0045", "xep_0085", "xep_0199", "xep_0203", "xep_0308", "xep_0359")
-"""Discovery, rooms, chat states, ping, delayed delivery, corrections, stanza ids."""
+PLUGINS = ("xep_0030", "xep_0045", "xep_0066", "xep_0085", "xep_0199", "xep_0203", "xep_0308",
+           "xep_0359", "xep_0363")  # fmt: skip
+"""Discovery, rooms, out-of-band links, chat states, ping, delayed delivery, corrections,
+stanza ids, HTTP upload."""
 START_S = 60.0
 
 
@@ -178,7 +184,7 @@ class XmppPlatform:
         buttons: Sequence[Button] = (),
         reply_to: str | None = None,
     ) -> str:
-        message_id = "talaria-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+        message_id = _sent_id(key)
         self._message(chat, text, message_id).send()
         return message_id
 
@@ -195,6 +201,29 @@ class XmppPlatform:
             notice["chat_state"] = "composing"
             notice.send()
 
+    async def send_file(
+        self, chat: ChatRef, path: Path, *, key: str, reply_to: str | None = None
+    ) -> str:
+        """Upload the file to the server's HTTP upload service (XEP-0363) and send its link,
+        marked as a file (XEP-0066) so that clients show it inline."""
+        from slixmpp.plugins.xep_0363.http_upload import FileTooBig, UploadServiceNotFound
+
+        data = await asyncio.to_thread(path.read_bytes)
+        message = self._message(chat, "", _sent_id(key))  # not connected: raises now
+        try:
+            url = await self._client.plugin["xep_0363"].upload_file(
+                path.name, len(data), files.mime_type(path.name, data),
+                input_file=io.BytesIO(data), timeout=60,
+            )  # fmt: skip
+        except UploadServiceNotFound:
+            raise PlatformError("xmpp: the server offers no HTTP upload (XEP-0363)") from None
+        except FileTooBig as error:
+            raise PlatformError(f"xmpp: {error}") from None
+        message["body"] = url
+        message["oob"]["url"] = url
+        message.send()
+        return str(message["id"])
+
     def _message(self, chat: ChatRef, text: str, message_id: str) -> Any:
         if self._client is None or not self._client.is_connected():
             raise ConnectionError(f"xmpp {self.name}: not connected")
@@ -209,6 +238,11 @@ class XmppPlatform:
 
     def _is_room(self, chat: ChatRef) -> bool:
         return chat.chat_id in self.settings.rooms
+
+
+def _sent_id(key: str) -> str:
+    """The id of the bot's message for the gateway's key (the same when it is resent)."""
+    return "talaria-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def _message_id(msg: Any) -> str:

@@ -39,13 +39,16 @@ class OutboundPart:
     reply_to: str | None = None
     edit_of: str | None = None
     """Post the part by editing this message of the bot's (its streamed preview)."""
+    file: str | None = None
+    """Post the file at this path (one the answer named in a `MEDIA:` line); `text` is then
+    its name."""
     attempts: int = 0
     status: str = PENDING
     platform_message_id: str | None = None
 
 
 _OUTBOUND = (
-    "id, platform, chat_id, thread_id, text, reply_to, edit_of, attempts, status, "
+    "id, platform, chat_id, thread_id, text, reply_to, edit_of, file, attempts, status, "
     "platform_message_id"
 )
 
@@ -158,9 +161,9 @@ class SqlLedger:
                 self._run(
                     conn,
                     f"INSERT INTO gateway_outbound ({_OUTBOUND}, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, ?) ON CONFLICT DO NOTHING",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, ?) ON CONFLICT DO NOTHING",
                     (p.id, p.platform, p.chat_id, p.thread_id, p.text, p.reply_to, p.edit_of,
-                     PENDING, now),
+                     p.file, PENDING, now),
                 )  # fmt: skip
             if inbound is not None:
                 self._run(
@@ -270,6 +273,7 @@ def _part(row: Any) -> OutboundPart:
         text=row["text"],
         reply_to=row["reply_to"],
         edit_of=row["edit_of"],
+        file=row["file"],
         attempts=int(row["attempts"]),
         status=row["status"],
         platform_message_id=row["platform_message_id"],
@@ -332,3 +336,7 @@ LEDGER_TABLES = (  # released as a migration: never edit, append a new one
 
 def ledger_migration(real: str) -> tuple[str, ...]:
     return tuple(statement.format(real=real) for statement in LEDGER_TABLES)
+
+
+LEDGER_FILES = ("ALTER TABLE gateway_outbound ADD COLUMN file TEXT",)
+"""Files sent back go through the ledger like answers (`OutboundPart.file`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from talaria.store.base import StoreError
-from talaria.store.ledger import ledger_migration
+from talaria.store.ledger import LEDGER_FILES, ledger_migration
 from talaria.store.query import parse_query
 
 TEXT_SEARCH_CONFIG = "english"
@@ -104,6 +104,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: the gateway's delivery ledger, chats and pairing (store/ledger.py).
     ledger_migration("double precision"),
+    # 3: files sent back by the gateway are in its ledger.
+    LEDGER_FILES,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 from talaria import fastjson
 from talaria.core import Message
 from talaria.store.base import SessionInfo, StoreError, UsageRecord, content_text
-from talaria.store.ledger import ledger_migration
+from talaria.store.ledger import LEDGER_FILES, ledger_migration
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: sessions, messages (+ full-text index), per-session state.
@@ -117,6 +117,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 5: the gateway's delivery ledger, chats and pairing (store/ledger.py).
     ledger_migration("REAL"),
+    # 6: files sent back by the gateway are in its ledger.
+    LEDGER_FILES,
 )
 
 USAGE_BUCKETS = (
