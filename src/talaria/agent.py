@@ -493,17 +493,17 @@ class Agent:
         runtime, session = self._runtime, self._session
         if runtime is None or session is None or not session.history:
             return False
-        if runtime.context_engine is None:
+        if runtime.context is None:
             raise ValueError("compression is turned off (compression.enabled: false)")
-        return bool(await runtime.context_engine.compress(runtime, session, None, focus))
+        return bool(await runtime.context.compress(runtime, session, None, focus))
 
     async def context_fill(self) -> float | None:
         """The share of the model's window the session's context takes now (None: unknown,
         no turn yet, or no context engine): what a front end checks between turns."""
         runtime, session = self._runtime, self._session
-        if runtime is None or session is None or runtime.context_engine is None:
+        if runtime is None or session is None or runtime.context is None:
             return None
-        return await runtime.context_engine.fill(runtime, session)
+        return await runtime.context.fill(runtime, session)
 
     def truncate(self, keep: int) -> None:
         """Keep only the first `keep` messages of the current session, in memory and in the

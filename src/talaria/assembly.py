@@ -130,11 +130,12 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
         skills=skills,
         stop_hook="subagent_stop" if spec.depth > 0 else "stop",
     )
+    from talaria.loop.context import load_context
     from talaria.tools.builtin.processes import follow_session
     from talaria.tools.session_end import follow
 
     agent.sink.listeners += [services.follow, follow_session, follow]  # SessionContinued
-    runtime.context_engine = _context_engine(spec, runtime)
+    runtime.context = load_context(spec.config, runtime)
     runtime.tool_source = _mcp_servers(spec)
     runtime.allowed_tools = spec.only_tools
     return runtime
@@ -286,12 +287,6 @@ def _delegate_runner(agent: Agent, tools: dict[str, Tool]) -> ChildRunner | None
     runner = ChildRunner(spec.config, agent.child, agent.add_side_usage, definitions)
     tools["delegate_task"] = runner.tool()
     return runner
-
-
-def _context_engine(spec: AgentSpec, runtime: Runtime) -> Any:
-    from talaria.context.engine import load_context_engine
-
-    return load_context_engine(spec.config, runtime)
 
 
 def _load_plugins(agent: Agent) -> None:

@@ -1,5 +1,5 @@
-"""The default context engine: when it compresses, what the model sees afterwards, what the
-store keeps, and what happens when the summary cannot be had."""
+"""The default context engine run by the loop's driver: when it compresses, what the model
+sees afterwards, what the store keeps, and what happens when the summary cannot be had."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from talaria.context.summary import SUMMARY_HEADER, find_summary
 from talaria.core import Usage
 from talaria.events import Event, Notice, StatusChanged
 from talaria.interrupt import Interrupted, InterruptSignal
+from talaria.loop.context import ContextDriver
 from talaria.loop.runtime import Runtime
 from talaria.loop.session import SessionHandle
 from talaria.messages.validate import history_problems
@@ -72,7 +73,7 @@ class Setup:
             "parent", source="cli", model="scripted-model", system_prompt=SYSTEM, cwd=str(tmp_path)
         )
         self.session = SessionHandle("parent", self.store, SYSTEM)
-        self.engine = Compressor(self.rt.config, self.rt)
+        self.context = ContextDriver(Compressor(self.rt.config), self.rt.config)
 
     def notices(self) -> list[str]:
         return [event.message for event in self.events if isinstance(event, Notice)]
@@ -121,7 +122,7 @@ def setup(tmp_path: Path) -> Setup:
 
 async def test_a_short_conversation_is_left_alone(setup: Setup) -> None:
     await setup.session.append(*conversation(1))
-    await setup.engine.before_request(setup.rt, setup.session, object())
+    await setup.context.before_request(setup.rt, setup.session, object())
     assert setup.session.id == "parent"
     assert setup.rt.caller.chain.active.client().requests == []  # type: ignore[attr-defined]
 
@@ -136,7 +137,7 @@ async def test_past_the_threshold_the_middle_becomes_a_summary_in_a_child_sessio
         [{"id": "1", "content": "patch the parser", "status": "in_progress"}]
     )
 
-    await setup.engine.before_request(setup.rt, setup.session, object())
+    await setup.context.before_request(setup.rt, setup.session, object())
 
     # the summariser saw the middle (bounded) but not the protected tail
     assert len(model.requests) == 1
@@ -176,10 +177,10 @@ async def test_the_estimate_is_anchored_to_the_providers_real_count(setup: Setup
     """Two short messages look tiny, but the provider said the prompt was 1,900 tokens."""
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
     await setup.session.append(*conversation(3, size=40))
-    await setup.engine.before_request(setup.rt, setup.session, object())
+    await setup.context.before_request(setup.rt, setup.session, object())
     assert model.requests == []
-    setup.engine.record_usage(Usage(input_tokens=1900), len(setup.session.history) + 1)
-    await setup.engine.before_request(setup.rt, setup.session, object())
+    setup.context.record_usage(Usage(input_tokens=1900), len(setup.session.history) + 1)
+    await setup.context.before_request(setup.rt, setup.session, object())
     assert len(model.requests) == 1
 
 
@@ -187,10 +188,10 @@ async def test_recompression_updates_the_previous_summary(tmp_path: Path) -> Non
     model = ScriptedModel([text(SUMMARY), text("## Goal\nFix the parser, then the lexer.")])
     setup = Setup(tmp_path, model)
     await setup.session.append(*conversation(6))
-    assert await setup.engine.compress(setup.rt, setup.session, object())
+    assert await setup.context.compress(setup.rt, setup.session, object())
     first_child = setup.session.id
     await setup.session.append(*conversation(6)[2:])
-    assert await setup.engine.compress(setup.rt, setup.session, object())
+    assert await setup.context.compress(setup.rt, setup.session, object())
     assert "<previous-summary>\n" + SUMMARY in summariser_input(model)
     summaries = [m for m in setup.session.history if str(m["content"]).startswith(SUMMARY_HEADER)]
     assert len(summaries) == 1 and "then the lexer" in summaries[0]["content"]
@@ -202,7 +203,7 @@ async def test_a_failed_summary_trims_old_tool_outputs_and_drops_nothing(tmp_pat
     setup = Setup(tmp_path, ScriptedModel([Fail(400, "bad request")]))
     history = conversation(6)
     await setup.session.append(*history)
-    assert await setup.engine.compress(setup.rt, setup.session, object())
+    assert await setup.context.compress(setup.rt, setup.session, object())
     new = setup.session.history
     assert len(new) == len(history)
     assert [m["role"] for m in new] == [m["role"] for m in history]
@@ -216,7 +217,7 @@ async def test_a_failed_summary_trims_old_tool_outputs_and_drops_nothing(tmp_pat
 async def test_an_empty_summary_also_falls_back(tmp_path: Path) -> None:
     setup = Setup(tmp_path, ScriptedModel([Reply(text="   ")]))
     await setup.session.append(*conversation(6))
-    assert await setup.engine.compress(setup.rt, setup.session, object())
+    assert await setup.context.compress(setup.rt, setup.session, object())
     assert find_summary(setup.session.history) is None
     assert any(str(m["content"]).startswith("[output trimmed") for m in setup.session.history)
 
@@ -229,12 +230,12 @@ async def test_no_progress_stops_retries_until_the_next_turn(tmp_path: Path) -> 
     setup = Setup(tmp_path, model, **{"model.context_length": 1000})
     await setup.session.append(*conversation(6, size=100))
     turn = object()
-    await setup.engine.before_request(setup.rt, setup.session, turn)
-    await setup.engine.before_request(setup.rt, setup.session, turn)
+    await setup.context.before_request(setup.rt, setup.session, turn)
+    await setup.context.before_request(setup.rt, setup.session, turn)
     assert len(model.requests) == 1
-    assert not await setup.engine.compress(setup.rt, setup.session, turn)
+    assert not await setup.context.compress(setup.rt, setup.session, turn)
     await setup.session.append(*conversation(4))
-    await setup.engine.before_request(setup.rt, setup.session, object())
+    await setup.context.before_request(setup.rt, setup.session, object())
     assert len(model.requests) == 2
 
 
@@ -244,12 +245,12 @@ async def test_a_long_tool_loop_is_compressed_once_a_safe_window_opens(setup: Se
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
     rounds = [m for m in conversation(8) if m.get("tool_calls") or m["role"] == "tool"]
     await setup.session.append(conversation(1)[0], *rounds[:2])
-    setup.engine.record_usage(Usage(input_tokens=1500), len(setup.session.history) + 1)
+    setup.context.record_usage(Usage(input_tokens=1500), len(setup.session.history) + 1)
     turn = object()
-    await setup.engine.before_request(setup.rt, setup.session, turn)
+    await setup.context.before_request(setup.rt, setup.session, turn)
     assert model.requests == []
     await setup.session.append(*rounds[2:])
-    await setup.engine.before_request(setup.rt, setup.session, turn)
+    await setup.context.before_request(setup.rt, setup.session, turn)
     assert len(model.requests) == 1
     assert setup.session.history[0] == conversation(1)[0]
     assert history_problems(setup.session.history) == []
@@ -263,8 +264,8 @@ async def test_a_failed_summary_with_nothing_to_trim_is_not_retried_this_turn(
     chat = [m for m in conversation(8) if m["role"] != "tool" and not m.get("tool_calls")]
     await setup.session.append(*chat)
     turn = object()
-    assert not await setup.engine.compress(setup.rt, setup.session, turn)
-    await setup.engine.before_request(setup.rt, setup.session, turn)
+    assert not await setup.context.compress(setup.rt, setup.session, turn)
+    await setup.context.before_request(setup.rt, setup.session, turn)
     assert len(model.requests) == 1
     assert setup.session.history == chat and setup.session.id == "parent"
     assert any("compression failed" in n for n in setup.notices())
@@ -276,14 +277,14 @@ async def test_at_most_three_compressions_per_turn(tmp_path: Path) -> None:
     turn = object()
     for _ in range(4):
         await setup.session.append(*conversation(6))
-        await setup.engine.before_request(setup.rt, setup.session, turn)
+        await setup.context.before_request(setup.rt, setup.session, turn)
     assert len(model.requests) == 3
 
 
 async def test_compress_says_so_when_there_is_nothing_to_compress(setup: Setup) -> None:
     history = conversation(1)
     await setup.session.append(*history)
-    assert not await setup.engine.compress(setup.rt, setup.session, None)
+    assert not await setup.context.compress(setup.rt, setup.session, None)
     assert setup.session.id == "parent" and setup.session.history == history
     assert setup.rt.caller.chain.active.client().requests == []  # type: ignore[attr-defined]
 
@@ -291,7 +292,7 @@ async def test_compress_says_so_when_there_is_nothing_to_compress(setup: Setup) 
 async def test_focus_reaches_the_summariser(setup: Setup) -> None:
     model: ScriptedModel = setup.rt.caller.chain.active.client()  # type: ignore[assignment]
     await setup.session.append(*conversation(6))
-    assert await setup.engine.compress(setup.rt, setup.session, None, focus="the database schema")
+    assert await setup.context.compress(setup.rt, setup.session, None, focus="the database schema")
     assert "focus on: the database schema" in summariser_input(model)
 
 
@@ -299,7 +300,7 @@ async def test_an_interrupt_during_the_summary_changes_nothing(tmp_path: Path) -
     setup = Setup(tmp_path, ScriptedModel([Reply(text=SUMMARY, delay=5.0)]))
     history = conversation(6)
     await setup.session.append(*history)
-    task = asyncio.ensure_future(setup.engine.compress(setup.rt, setup.session, object()))
+    task = asyncio.ensure_future(setup.context.compress(setup.rt, setup.session, object()))
     await asyncio.sleep(0.1)
     setup.rt.interrupt.set()
     with pytest.raises(Interrupted):
@@ -318,9 +319,9 @@ async def test_the_window_comes_from_the_endpoint_when_not_configured(tmp_path: 
             env={},
         )
         setup = Setup(tmp_path, spec, **{"model.context_length": None})
-        assert await setup.engine.window(setup.rt) == 4321
+        assert await setup.context.window(setup.rt) == 4321
         configured = Setup(tmp_path / "other", spec, **{"model.context_length": 9999})
-        assert await configured.engine.window(configured.rt) == 9999
+        assert await configured.context.window(configured.rt) == 9999
         await setup.rt.caller.chain.aclose()
 
 

@@ -223,7 +223,8 @@ def test_falling_back_to_another_api_mode_sends_a_valid_history(
 
 
 class ForgetfulEngine(ContextEngine):
-    """Compresses by keeping only the newest message; counts how often it was asked."""
+    """Compresses by keeping only the newest message; counts how often it was asked. Written
+    for the old contract (the whole runtime and session), which still runs, deprecated."""
 
     compressions: ClassVar[list[int]] = []
 
@@ -252,7 +253,10 @@ def test_context_overflow_compresses_once_and_retries(
     provider.add(OVERFLOW, text("fits now"))
     history = [{"role": "user", "content": "old"}, {"role": "assistant", "content": "answer"}]
     engine = {"context.engine": f"{__name__}:ForgetfulEngine"}
-    with agent_for(provider, tmp_path, config=engine) as agent:
+    with (
+        pytest.warns(DeprecationWarning, match=r"before_request\(rt, session, state\)"),
+        agent_for(provider, tmp_path, config=engine) as agent,
+    ):
         result = agent.run_conversation(user_message="new", conversation_history=history)
     assert result["final_response"] == "fits now"
     assert ForgetfulEngine.compressions == [3]

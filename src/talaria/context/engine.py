@@ -1,64 +1,99 @@
-"""The pluggable context engine: what happens when the history nears the model's window.
+"""The pluggable context engine: a history processor for when the history nears the window.
+
+An engine gets the conversation (without the system prompt), a `Budget` (the window, the
+threshold, the estimated size and why it is asked) and a `Summarise` callable that asks the
+model, and returns the history the conversation continues with. It knows nothing of the
+loop: the loop's driver (`talaria.loop.context`) looks up the window, keeps the estimate,
+runs the `pre_compact` hooks, continues the session in a child and emits `SessionContinued`,
+which the agent's tools' state and the background processes follow.
 
 `context.engine` in the config picks it: "default" (the lossy compressor), "none", or
-"package.module:ClassName" for your own subclass of `ContextEngine`.
+"package.module:ClassName" for your own subclass of `ContextEngine`, built with the `Config`.
 """
 
 from __future__ import annotations
 
 import importlib
-from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from talaria.config_schema import ConfigError
 
 if TYPE_CHECKING:
     from talaria.config import Config
-    from talaria.core import Usage
-    from talaria.loop.runtime import Runtime
-    from talaria.loop.session import SessionHandle
+    from talaria.core import Message
 
 ENGINES = {"default": "talaria.context.compressor:Compressor"}
 
+Trigger = Literal["size", "overflow", "manual"]
+"""Why the engine is asked: the estimate passed the threshold, the provider refused the
+request as too long, or the user asked (`/compress`, `Agent.compress`)."""
 
-class ContextEngine(ABC):
-    """Keeps the outgoing context inside the window. Called by the loop around each request."""
-
-    @abstractmethod
-    async def before_request(self, rt: Runtime, session: SessionHandle, state: Any) -> None:
-        """Compress (or otherwise shrink) the session's history if it is too large."""
-
-    @abstractmethod
-    def record_usage(self, usage: Usage, message_count: int) -> None:
-        """The provider's real count for the context it just saw (anchors the estimate)."""
-
-    async def compress(
-        self, rt: Runtime, session: SessionHandle, state: Any, focus: str | None = None
-    ) -> bool:
-        """Compress now, whatever the size (`/compress`). False when nothing changed."""
-        return False
-
-    async def fill(self, rt: Runtime, session: SessionHandle) -> float | None:
-        """The share of the window the session's context takes now (None: unknown); what a
-        front end checks between turns (the gateway compresses past `gateway.compress_at`)."""
-        return None
-
-    async def window(self, rt: Runtime, *, interruptible: bool = True) -> int | None:
-        """The context window it works against, in tokens (None: unknown). Not interruptible
-        before a turn starts: the lookup is short, and an interrupt then ends the turn."""
-        return None
+Summarise = Callable[["list[Message]"], Awaitable[str]]
+"""Sends a request (system instructions and a user message) to the `compression` model and
+returns its answer; "" when the model could not be had (the loop logs why)."""
 
 
-def load_context_engine(config: Config, runtime: Runtime) -> ContextEngine | None:
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The size of the outgoing context against the model's window, in tokens."""
+
+    window: int
+    threshold: float
+    """The share of the window past which the history should shrink."""
+    estimated: int
+    """The whole request (system prompt, history, tool definitions), anchored to the
+    provider's last real count."""
+    trigger: Trigger = "size"
+    focus: str | None = None
+    """What the user asked a summary to focus on (`/compress <focus>`)."""
+    keep: str = ""
+    """Text the new history must still carry: the agent's task list, rendered."""
+
+    @property
+    def excess(self) -> int:
+        """Tokens over the threshold (0 when under it)."""
+        return max(int(self.estimated - self.threshold * self.window), 0)
+
+
+class CompressionFailed(Exception):
+    """The engine tried and could not shrink the history; the message is for the user. The
+    loop does not ask again in the same turn."""
+
+
+class ContextEngine:
+    """Keeps the outgoing context inside the window. The loop calls `process` only when the
+    history must shrink (over the threshold, refused as too long, or asked by the user); the
+    history it returns continues in a child session (the parent keeps the full one)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    async def process(
+        self, history: list[Message], budget: Budget, summarise: Summarise
+    ) -> list[Message]:
+        """The history to continue with: `history` itself when nothing can be done yet,
+        `CompressionFailed` when nothing can be done this turn."""
+        raise NotImplementedError(f"{type(self).__name__} must define process()")
+
+    def describe(self, before: list[Message], after: list[Message]) -> str:
+        """What the user is told about a change `process` made."""
+        return f"compressed {len(before)} messages into {len(after)}"
+
+
+def engine_class(config: Config) -> type[ContextEngine] | None:
+    """The class `context.engine` names (None: "none", or compression is off); a
+    `ConfigError` when there is none."""
     if not config.compression.enabled:
         return None
     name = str(config.context.engine)
     if name == "none":
         return None
-    engine = _engine_class(ENGINES.get(name, name))(config, runtime)
-    if not isinstance(engine, ContextEngine):
+    found = _engine_class(ENGINES.get(name, name))
+    if not issubclass(found, ContextEngine):
         raise ConfigError(f"context.engine {name!r} is not a talaria.context.engine.ContextEngine")
-    return engine
+    return found
 
 
 def _engine_class(target: str) -> Any:

@@ -433,9 +433,9 @@ async def _loop_settings(agent: Agent, runtime: Runtime) -> dict[str, Any]:
     model = settings.setdefault("model", {})
     # The workflow cannot read the worker's files: images tools saved stay paths here.
     model["vision"] = False
-    if runtime.context_engine is not None and not model.get("context_length"):
+    if runtime.context is not None and not model.get("context_length"):
         # nor ask the endpoint: the worker's window (config, endpoint, table) is the one
-        model["context_length"] = await runtime.context_engine.window(runtime)
+        model["context_length"] = await runtime.context.window(runtime)
     return settings
 
 

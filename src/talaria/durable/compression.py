@@ -1,8 +1,8 @@
-"""Compression inside the turn workflow: the normal loop's compressor, with its two effects
-made activities.
+"""Compression inside the turn workflow: the normal loop's context driver and the default
+compressor, with the driver's two effects made activities.
 
-The decision (how large the context is, what to cut, what the new history is) is the default
-compressor's own and runs in the workflow, deterministically. The summary request runs on a
+The decision (how large the context is, what to cut, what the new history is) is the driver's
+and the compressor's own and runs in the workflow, deterministically. The summary request runs on a
 worker (`summarise`), and the hand-over to the child session is one store transaction on a
 worker (`continue_session`) under an id the workflow chose. Both results are in the
 workflow's history, so a replayed turn reuses them: it never asks for a summary again and
@@ -11,7 +11,7 @@ never starts a second child.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 
@@ -23,6 +23,7 @@ from talaria.durable.protocol import (
     payload_messages,
     response_from_dict,
 )
+from talaria.loop.context import ContextDriver
 
 if TYPE_CHECKING:
     from talaria.config import Config
@@ -38,9 +39,11 @@ COMPRESSION_SETTINGS = (
 """What the workflow's compressor reads (the window is the worker's answer for the model)."""
 
 
-class DurableCompressor(Compressor):
-    def __init__(self, config: Config, runtime: Runtime, scope: TurnScope) -> None:
-        super().__init__(config, runtime)
+class DurableContext(ContextDriver):
+    """The default compressor, its summary and hand-over run by workers."""
+
+    def __init__(self, config: Config, scope: TurnScope) -> None:
+        super().__init__(Compressor(config), config)
         self.scope = scope
 
     async def _summary_call(self, rt: Runtime, request: list[Message]) -> ModelResponse:
@@ -76,11 +79,11 @@ class DurableCompressor(Compressor):
         return child_id
 
 
-def durable_engine(config: Config, runtime: Runtime, scope: TurnScope) -> Any:
-    """The workflow's context engine: the default compressor, unless compression is off.
+def durable_context(config: Config, scope: TurnScope) -> DurableContext | None:
+    """The workflow's context: the default compressor, unless compression is off.
     A custom `context.engine` class is the worker's code, which a workflow cannot run."""
     if not config.compression.enabled:
         return None
     if config.context.engine != "default":
         return None
-    return DurableCompressor(config, runtime, scope)
+    return DurableContext(config, scope)

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     import talaria.providers.pricing  # noqa: F401  (the loop imports it lazily)
     from talaria.config import Config
     from talaria.core import Usage
-    from talaria.durable.compression import durable_engine
+    from talaria.durable.compression import durable_context
     from talaria.durable.protocol import (
         WORKFLOW_NAME,
         FinishInput,
@@ -170,7 +170,7 @@ class TurnWorkflow:
         runtime = self._runtime(setup, config, scope)
         runtime.steering = self.steering.inbox
         self.steering.begin_turn(setup.task_id)
-        runtime.context_engine = durable_engine(config, runtime, scope)
+        runtime.context = durable_context(config, scope)
         opened_as, active = session.id, runtime.caller.chain.active  # what the span names
         metering = ACTIVE_METER.set(session_meter)
         try:

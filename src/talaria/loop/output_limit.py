@@ -30,8 +30,8 @@ async def output_limit(rt: Runtime) -> int | None:
     if not profile.output_limit_from_window or profile.output_limit_default or reasoning:
         return None
     window = rt.config.model.context_length
-    if not window and rt.context_engine is not None:
-        window = await rt.context_engine.window(rt)
+    if not window and rt.context is not None:
+        window = await rt.context.window(rt)
     if not window:
         return None  # nothing known to derive it from (compression off, no context_length)
     return max(1, min(int(window) // WINDOW_SHARE, DEFAULT_CAP))

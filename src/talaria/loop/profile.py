@@ -38,9 +38,9 @@ async def _window(rt: Runtime) -> int | None:
     configured = rt.config.get("model.context_length")
     if configured:
         return int(configured)
-    if rt.context_engine is None:
+    if rt.context is None:
         return None
-    window = await rt.context_engine.window(rt, interruptible=False)
+    window = await rt.context.window(rt, interruptible=False)
     return int(window) if window else None
 
 

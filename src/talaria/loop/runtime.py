@@ -31,7 +31,7 @@ from talaria.tools.executor import ToolExecutor
 
 if TYPE_CHECKING:
     from talaria.agent_tools.services import AgentServices
-    from talaria.context.engine import ContextEngine
+    from talaria.loop.context import LoopContext
     from talaria.skills.catalog import SkillCatalog
     from talaria.tools.sandbox import SandboxPolicy
 
@@ -73,8 +73,8 @@ class Runtime:
     interactions: Interactions | None = None
     clarify: Callable[[str, str, list[str] | None], Awaitable[str | None]] | None = None
     """(call id, question, choices) -> the user's answer, None when it lapsed."""
-    context_engine: ContextEngine | None = None
-    """Compresses the history when it nears the window (None: never)."""
+    context: LoopContext | None = None
+    """Runs the context engine: the history shrinks when it nears the window (None: never)."""
     sandbox: SandboxPolicy | None = None
     """The `SandboxPolicy` terminal commands run under (None: unconfined)."""
     clock: Callable[[], float] = time.monotonic

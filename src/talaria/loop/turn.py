@@ -260,8 +260,8 @@ async def _steps(rt: Runtime, session: SessionHandle, state: TurnState) -> None:
             return
         if state.meter is not None and await _over_budget(rt, session, state, state.meter):
             return
-        if rt.context_engine is not None:
-            await rt.context_engine.before_request(rt, session, state)
+        if rt.context is not None:
+            await rt.context.before_request(rt, session, state)
         notes = [
             state.budget.warning() or "",
             state.guard.take_note() or "",
@@ -378,8 +378,8 @@ async def _call(
     if state.meter is not None:
         state.meter.charge(result.usage)
         state.meter.budgets.request_size.record_usage(response.usage.prompt_tokens, len(sent))
-    if rt.context_engine is not None:
-        rt.context_engine.record_usage(response.usage, len(sent))
+    if rt.context is not None:
+        rt.context.record_usage(response.usage, len(sent))
     if response.reasoning and not rt.stream:
         stream.reasoning(response.reasoning)
     await rt.hooks.aemit(
@@ -404,10 +404,10 @@ async def _obtain(
                 rt.caller, build, stream, rt.interrupt, text_calls=text_calls
             )
         except ProviderError as error:
-            if action_for(error.kind) is not Action.COMPRESS or rt.context_engine is None:
+            if action_for(error.kind) is not Action.COMPRESS or rt.context is None:
                 raise
             rt.emit(Notice("warning", f"{error.message}; compressing the history and retrying"))
-            if not await rt.context_engine.compress(rt, session, state):
+            if not await rt.context.compress(rt, session, state):
                 raise
     return await obtain_response(rt.caller, build, stream, rt.interrupt, text_calls=text_calls)
 
