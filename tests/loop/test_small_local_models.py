@@ -83,6 +83,21 @@ def test_a_loopback_llama_cpp_server_costs_nothing_without_a_provider(tmp_path: 
     assert result["usage"]["estimated_cost_usd"] == 0.0
 
 
+@pytest.mark.parametrize("n_ctx", [8192, None])
+def test_a_loopback_server_is_asked_what_it_is_once_on_one_connection(
+    tmp_path: Path, n_ctx: int | None
+) -> None:
+    """The window probe and the local-server check asked the same paths, each on connections of
+    its own (over https a handshake each): nine requests on five connections before the first
+    answer. Now each path once, one after the other on the connection the turn then uses."""
+    usage = {"input_tokens": 1000, "output_tokens": 200}
+    server = ScriptedProvider([text("hi", usage=usage)], n_ctx=n_ctx)
+    with server, agent(server, tmp_path) as a:
+        result = a.run_conversation("hi")
+        assert server.connections_opened == 1
+    assert result["usage"]["estimated_cost_usd"] == (0.0 if n_ctx else None)
+
+
 def test_a_loopback_server_of_no_known_kind_is_not_called_free(tmp_path: Path) -> None:
     usage = {"input_tokens": 1000, "output_tokens": 200}
     server = ScriptedProvider([text("hi", usage=usage)])  # not llama.cpp: no /props

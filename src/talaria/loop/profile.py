@@ -22,9 +22,9 @@ async def ensure_profile(rt: Runtime, user_tools: Collection[str]) -> str:
     """ "lean" or "full" for this runtime (chosen once; `user_tools` are always kept)."""
     if rt.profile is not None:
         return rt.profile
-    await _recognise_local_server(rt)
     setting = str(rt.config.prompt.profile)
     window = await _window(rt) if setting == "auto" else None
+    await _recognise_local_server(rt)  # after the window probe, whose answers often tell
     rt.profile = choose_profile(setting, window, int(rt.config.prompt.lean_below))
     if rt.profile == "lean":
         for name in [n for n in rt.tools if n not in LEAN_TOOLS and n not in user_tools]:
@@ -46,7 +46,8 @@ async def _window(rt: Runtime) -> int | None:
 
 async def _recognise_local_server(rt: Runtime) -> None:
     """Ask a loopback endpoint given without a provider which local server it is (once per
-    process): such a server's calls cost nothing (`context_windows.served_by`)."""
+    process, and not again after the window probe asked it): such a server's calls cost
+    nothing (`context_windows.served_by`)."""
     spec = rt.caller.chain.active.spec
     if spec is None or spec.provider != "custom":
         return

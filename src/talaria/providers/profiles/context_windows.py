@@ -122,7 +122,8 @@ async def recognise_local_server(base_url: str, api_key: str | None, api_mode: s
     """Ask a loopback `base_url` which local server it is, once per process, one request at a
     time (on loopback each takes about a millisecond, and one kept-alive connection serves
     them all): llama.cpp's ``/props``, Ollama's ``/api/version``, LM Studio's
-    ``/api/v0/models``, then vLLM's ``owned_by`` in ``/v1/models``. `served_by` tells."""
+    ``/api/v0/models``, then vLLM's ``owned_by`` in ``/v1/models``. `served_by` tells. Not
+    asked again after the window probe, which asks the same servers (Ollama by the model)."""
     from talaria.providers.resolve import is_loopback
     from talaria.providers.transport.auth import openai_endpoint
 
@@ -143,11 +144,12 @@ async def recognise_local_server(base_url: str, api_key: str | None, api_mode: s
 
 
 async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) -> int | None:
-    """Asked at once, trusted in this order: llama.cpp's ``/props`` (then ``/slots``)
-    ``n_ctx``, LM Studio's loaded context length, Ollama's ``num_ctx``, then the fields of the
-    OpenAI-style ``GET /models`` entry (vLLM's ``max_model_len``, ...), and last Ollama's
-    default when only Ollama answered. llama.cpp's ``/models`` reports the *training*
-    context, which is why the server's own endpoints come first.
+    """Asked at once (on loopback one after the other), trusted in this order: llama.cpp's
+    ``/props`` (then ``/slots``) ``n_ctx``, LM Studio's loaded context length, Ollama's
+    ``num_ctx``, then the fields of the OpenAI-style ``GET /models`` entry (vLLM's
+    ``max_model_len``, ...), and last Ollama's default when only Ollama answered. llama.cpp's
+    ``/models`` reports the *training* context, which is why the server's own endpoints come
+    first.
     """
     from talaria.providers.transport.auth import anthropic_endpoint, openai_endpoint
 
@@ -159,7 +161,7 @@ async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) 
         endpoint = openai_endpoint(base_url, api_key, env={})
         models_url = f"{endpoint.base_url}/models"
     headers = endpoint.headers
-    llama, slots, lmstudio, ollama, listed = await asyncio.gather(
+    asks = (
         _ask(f"{root}/props", headers),
         _ask(f"{root}/slots", headers),
         _ask(f"{root}/api/v0/models", headers),
@@ -168,9 +170,16 @@ async def _probe(base_url: str, api_key: str | None, model: str, api_mode: str) 
     )
     from talaria.providers.resolve import is_loopback
 
+    local = is_loopback(base_url)
+    # on loopback one kept-alive connection answers them all in a few milliseconds, and the
+    # turn's request goes out on it next (over https: one handshake, not one per question)
+    answers = [await ask for ask in asks] if local else await asyncio.gather(*asks)
+    llama, slots, lmstudio, ollama, listed = answers
     kind = _kind(llama, slots, lmstudio, ollama, listed)
-    if kind is not None and is_loopback(base_url):
-        _served_by[base_url.rstrip("/")] = kind
+    if local:
+        _recognised.add(base_url.rstrip("/"))  # what `recognise_local_server` would ask
+        if kind is not None:
+            _served_by[base_url.rstrip("/")] = kind
     found = (
         _llama_props(llama),
         _llama_slots(slots),
