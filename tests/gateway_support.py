@@ -77,11 +77,12 @@ async def running_gateway(
     db = store or SQLiteSessionStore(home / "state.db")
     options = {"toolsets": [], **(agent or {})}
 
-    def make_agent(session_id: str, model: str | None) -> Any:
+    def make_agent(session_id: str, model: str | None, notes: tuple[str, ...]) -> Any:
         extra = {"model": model} if model else {}
         return scripted_agent(
-            server, home, session_id=session_id, store=db, source="gateway", **options, **extra
-        )
+            server, home, session_id=session_id, store=db, source="gateway", prompt_notes=notes,
+            **options, **extra,
+        )  # fmt: skip
 
     waits: list[float] = []
 

@@ -82,12 +82,14 @@ class Agent:
         source: str = "api",
         mcp_servers: dict[str, Any] | None = None,
         skills: Sequence[str] | None = None,
+        prompt_notes: Sequence[str] = (),
         **callbacks: Callable[..., Any] | None,
     ) -> None:
         """Everything after `model` is a keyword. With `tools` and no `toolsets` the model is
         offered exactly those tools; with neither, every built-in toolset that can work here
         (`toolsets=[...]` names them; `toolsets=[]` offers none). `skills` names skills
-        whose instructions a new session's system prompt carries whole (docs/skills.md)."""
+        whose instructions a new session's system prompt carries whole (docs/skills.md);
+        `prompt_notes` are lines a front end adds at its end."""
         loaded = Config.load(home, overrides=config)
         if mcp_servers is not None:
             loaded.data["mcp_servers"] = dict(mcp_servers)
@@ -112,6 +114,7 @@ class Agent:
             stream=bool(loaded.agent.stream if stream is None else stream),
             source=source,
             skills=tuple(skills or ()),
+            prompt_notes=tuple(prompt_notes),
         )
         self._start(spec, session_id, callbacks)
 

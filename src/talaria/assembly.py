@@ -482,6 +482,7 @@ def _system_prompt(agent: Agent, runtime: Runtime) -> str:
             skills_budget=int(agent.spec.config.skills.index_chars),
             active_skills=active_skills(skills, agent.spec.skills),
             lean=runtime.profile == "lean",
+            notes=agent.spec.prompt_notes,
         )
     )
 

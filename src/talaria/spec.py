@@ -64,6 +64,9 @@ class AgentSpec:
     """A parent's MCP servers, which a child uses instead of connecting its own."""
     skills: tuple[str, ...] = ()
     """Skills named at start-up: their instructions are in the session's system prompt."""
+    prompt_notes: tuple[str, ...] = ()
+    """What the front end adds to a new session's system prompt (the gateway: how to send a
+    file back in this chat), after everything else so the prompt's start is the same."""
     only_tools: frozenset[str] | None = None
     """When set, the agent is offered only the tools of these names (a named sub-agent's
     `tools`), MCP tools included."""
@@ -108,4 +111,5 @@ class AgentSpec:
             parent_session_id=parent_session_id,
             shared_tools=shared_tools,
             skills=(),
+            prompt_notes=(),
         )

@@ -423,3 +423,4 @@ async def test_a_file_comes_in_and_a_platform_without_files_says_what_it_could_n
     assert gw.texts() == [
         "Read it.\nnotes.txt was not sent: this chat platform cannot carry files from the bot."
     ]
+    assert "MEDIA:" not in server.requests[0].body["messages"][0]["content"]  # not offered

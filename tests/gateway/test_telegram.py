@@ -349,3 +349,29 @@ async def test_a_file_outside_the_chat_folder_is_refused(tmp_path: Path) -> None
             reply = await api.until(lambda: api.find("Here."))
     assert not api.sent_files
     assert reply.text.count("was not sent: only files in") == 3
+
+
+FILES_LINE = (
+    f"This conversation is a telegram chat. To send the user a file, put it in "
+    f"chat-files/telegram-{ALICE}/ (where the files they send are saved) and write a line "
+    "MEDIA:<file name> in your answer."
+)
+
+
+@pytest.mark.parametrize("prompt", [None, "Be brief."], ids=["talaria's prompt", "the chat's"])
+async def test_the_agent_is_told_how_to_send_files_in_a_system_prompt_that_stays_the_same(
+    tmp_path: Path, prompt: str | None
+) -> None:
+    server = ScriptedProvider([text("one"), text("two")])
+    settings = {"prompt": prompt} if prompt else {}
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api, settings=settings):
+            api.user_says("hi")
+            await api.until(lambda: api.find("one"))
+            api.user_says("again")
+            await api.until(lambda: api.find("two"))
+    first, second = (request.body["messages"][0] for request in server.requests)
+    assert first == second and first["role"] == "system"
+    assert first["content"].endswith("\n\n" + FILES_LINE)
+    if prompt:
+        assert first["content"] == f"{prompt}\n\n{FILES_LINE}"

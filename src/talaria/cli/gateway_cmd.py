@@ -86,18 +86,20 @@ def _serve(args: argparse.Namespace, config: Any, store: Any) -> int:
     return 0
 
 
-def _agent_factory(args: argparse.Namespace, store: Any) -> Callable[[str, str | None], Any]:
+def _agent_factory(
+    args: argparse.Namespace, store: Any
+) -> Callable[[str, str | None, tuple[str, ...]], Any]:
     from talaria.agent import Agent
     from talaria.cli.options import agent_kwargs
 
     base = agent_kwargs(args)
     base["source"] = "gateway"
 
-    def make(session_id: str, model: str | None) -> Agent:
+    def make(session_id: str, model: str | None, notes: tuple[str, ...]) -> Agent:
         kwargs = copy.deepcopy(base)
         if model:
             kwargs["model"] = model
-        return Agent(session_id=session_id, store=store, **kwargs)
+        return Agent(session_id=session_id, store=store, prompt_notes=notes, **kwargs)
 
     return make
 

@@ -40,8 +40,9 @@ class GatewayStore(SessionStore, DeliveryLedger, Protocol):
 
 log = logging.getLogger("talaria.gateway")
 
-AgentFactory = Callable[[str, "str | None"], "Agent"]
-"""Builds the agent of a session id, on a model (None: the configured one)."""
+AgentFactory = Callable[[str, "str | None", tuple[str, ...]], "Agent"]
+"""Builds the agent of a session id, on a model (None: the configured one), with the chat's
+lines for the end of its system prompt (`Agent(prompt_notes=...)`)."""
 TYPING_EVERY_S = 4.0
 ANSWERS = ("approval", "clarify")
 """The requests a chat answers (buttons or commands)."""
@@ -177,7 +178,7 @@ class ChatSession:
             await self._drop_agent()
         if self.agent is None:
             assert self.session_id is not None
-            self.agent = self.ctx.make_agent(self.session_id, self.model)
+            self.agent = self.ctx.make_agent(self.session_id, self.model, self.prompt_notes)
             # the chat answers questions: declared before the session opens, or the agent
             # assembles clarify as unanswerable
             self.agent.subscribe(_answered_elsewhere, answers=ANSWERS)
@@ -226,6 +227,14 @@ class ChatSession:
         self.run = asyncio.create_task(self._run(content))
 
     @property
+    def prompt_notes(self) -> tuple[str, ...]:
+        """What the agent is told of this chat in every session's system prompt: how to send
+        a file back, where the platform can (one line, the same at every turn)."""
+        if not self.sends_files:
+            return ()
+        return (files.how_to_send(self.settings.type, files.chat_folder(Path(), self.chat)),)
+
+    @property
     def folder(self) -> Path:
         """The chat's folder for files, in the agent's working directory."""
         assert self.agent is not None
@@ -254,7 +263,7 @@ class ChatSession:
             taken.append(files.received(path, data))
         if not taken and not text:
             return None
-        return files.user_content(text, taken, self.folder)
+        return files.user_content(text, taken)
 
     async def _turn_or_end(self, run: asyncio.Task[None]) -> None:
         """Until the run's turn has started (the agent can queue, steer or interrupt it) or
@@ -342,6 +351,8 @@ class ChatSession:
         if isinstance(text, str):
             text = await run_blocking(with_skill, text, agent.skills)
         prompt = self.room.prompt or self.settings.prompt
+        if prompt:  # the chat's own prompt replaces talaria's, notes included
+            prompt = "\n\n".join([prompt, *self.prompt_notes])
         return agent.events(text, system_message=prompt, answers=ANSWERS)
 
     async def _keep_typing(self) -> None:

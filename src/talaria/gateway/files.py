@@ -91,14 +91,13 @@ def received(path: Path, data: bytes) -> Received:
     return Received(path, f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}")
 
 
-def user_content(text: str, files: list[Received], folder: Path) -> str | list[dict[str, Any]]:
-    """The turn's user message: the text, a line naming each saved file and how to send one
-    back, and image parts for the images (a plain string when there are none)."""
+def user_content(text: str, files: list[Received]) -> str | list[dict[str, Any]]:
+    """The turn's user message: the text, a line naming each saved file, and image parts for
+    the images (a plain string when there are none)."""
     if not files:
         return text
     lines = [text] if text else []
     lines += [f"[The user sent a file: saved as {f.path}]" for f in files]
-    lines.append(f"(To send a file of {folder} back, write a line MEDIA:<path> in your answer.)")
     joined = "\n".join(lines)
     images = [f.image for f in files if f.image]
     if not images:
@@ -106,6 +105,16 @@ def user_content(text: str, files: list[Received], folder: Path) -> str | list[d
     parts: list[dict[str, Any]] = [{"type": "text", "text": joined}]
     parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
     return parts
+
+
+def how_to_send(platform: str, folder: Path) -> str:
+    """The system prompt's line for a chat whose platform can carry files (`folder` as the
+    agent sees it, relative to its working directory)."""
+    return (
+        f"This conversation is a {platform} chat. To send the user a file, put it in "
+        f"{folder}/ (where the files they send are saved) and write a line MEDIA:<file name> "
+        "in your answer."
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ class PromptInputs:
     lean: bool = False
     """The lean profile (small windows): short identity, the project file cut short, no tool
     guidance, memory or skills index."""
+    notes: Sequence[str] = ()
+    """The front end's own lines (`AgentSpec.prompt_notes`), last."""
 
 
 def build_system_prompt(inputs: PromptInputs) -> str:
@@ -74,6 +76,7 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         *_skills_sections(inputs),
         _context_file(inputs.cwd),
         _environment(inputs),
+        *inputs.notes,
     ]
     return "\n\n".join(section for section in sections if section)
 
@@ -82,7 +85,13 @@ def _lean_prompt(inputs: PromptInputs) -> str:
     from talaria.prompt.profile import LEAN_CONTEXT_FILE_LIMIT, LEAN_IDENTITY
 
     context = _cut(_context_file(inputs.cwd), LEAN_CONTEXT_FILE_LIMIT)
-    sections = (LEAN_IDENTITY, *_active_skills(inputs), context, _environment(inputs))
+    sections = (
+        LEAN_IDENTITY,
+        *_active_skills(inputs),
+        context,
+        _environment(inputs),
+        *inputs.notes,
+    )
     return "\n\n".join(s for s in sections if s)
 
 
