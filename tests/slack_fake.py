@@ -1,8 +1,12 @@
 """A local Slack for the gateway's tests: the Web API methods the adapter calls
-(`auth.test`, `apps.connections.open`, `chat.postMessage`, `chat.update`, with Slack's
-`{"ok": ...}` bodies and HTTP 429 + `Retry-After`), and a Socket Mode WebSocket that sends
-event envelopes and takes the acknowledgements. Every envelope passes slack_sdk's own
-`SocketModeRequest.from_dict`, and every block the bot sends its `Block.parse_all`."""
+(`auth.test`, `apps.connections.open`, `chat.postMessage`, `chat.update`, and the file upload
+flow `files.getUploadURLExternal`, a POST of the bytes to the upload URL it gave,
+`files.completeUploadExternal`, with Slack's `{"ok": ...}` bodies and HTTP 429 +
+`Retry-After`), a Socket Mode WebSocket that sends event envelopes and takes the
+acknowledgements, and the private file URLs a shared file is downloaded from (only with the
+bot token, else a redirect to the login page, as Slack does). Every envelope passes
+slack_sdk's own `SocketModeRequest.from_dict`, and every block the bot sends its
+`Block.parse_all`."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.socket_mode.request import SocketModeRequest
 
 BOT_USER = "UBOT"
+BOT_TOKEN = "xoxb-test"
 WAIT_S = 60.0
 
 
@@ -38,12 +43,33 @@ class SlackMessage:
         return [e for b in self.blocks if b["type"] == "actions" for e in b["elements"]]
 
 
+@dataclass
+class SlackFile:
+    """A file the bot shared (the upload flow completed)."""
+
+    id: str
+    channel: str
+    thread_ts: str | None
+    title: str
+    data: bytes
+
+
 class FakeSlack:
     def __init__(self) -> None:
         self.messages: list[SlackMessage] = []
         self.acked: list[str] = []
         self.flood: list[int] = []
         self.refused = 0
+        self.shared: dict[str, bytes] = {}
+        """Files users shared: file id -> bytes, behind the private URLs."""
+        self.downloads: list[str] = []
+        """File ids downloaded with the bot token."""
+        self.sent_files: list[SlackFile] = []
+        self.flood_files: list[int] = []
+        """Like `flood`, for `files.completeUploadExternal`."""
+        self._uploads: dict[str, tuple[str, int, bytes | None]] = {}
+        """Upload URLs given out: file id -> (file name, declared length, bytes once sent)."""
+        self._file_ids = itertools.count(1)
         self._unsent: list[dict[str, Any]] = []
         self._socket: web.WebSocketResponse | None = None
         self._ts = itertools.count(1)
@@ -71,6 +97,8 @@ class FakeSlack:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/link", self._link)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self._private_file)
+        app.router.add_post("/upload/v1/{file_id}", self._upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -92,6 +120,27 @@ class FakeSlack:
                  "ts": self._next_ts(), "channel_type": channel_type}  # fmt: skip
         if thread_ts:
             event["thread_ts"] = thread_ts
+        payload = {"token": "t", "team_id": "T1", "api_app_id": "A1", "event": event,
+                   "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:8]}",
+                   "event_time": int(time.time())}  # fmt: skip
+        return self._envelope("events_api", payload)
+
+    def user_shares_file(
+        self, data: bytes, name: str, mime: str, *, text: str = "", size: int | None = None
+    ) -> dict[str, Any]:
+        """A `file_share` message, its file described as Slack does (size as announced)."""
+        file_id = f"F{next(self._file_ids):08d}"
+        self.shared[file_id] = data
+        private = f"http://127.0.0.1:{self.port}/files-pri/T1-{file_id}"
+        file = {"id": file_id, "created": int(time.time()), "timestamp": int(time.time()),
+                "name": name, "title": name, "mimetype": mime, "filetype": "binary",
+                "user": "U1", "size": len(data) if size is None else size, "mode": "hosted",
+                "is_external": False, "is_public": False,
+                "url_private": f"{private}/{name}",
+                "url_private_download": f"{private}/download/{name}"}  # fmt: skip
+        event = {"type": "message", "subtype": "file_share", "channel": "D1", "user": "U1",
+                 "text": text, "ts": self._next_ts(), "channel_type": "im", "files": [file],
+                 "upload": False}  # fmt: skip
         payload = {"token": "t", "team_id": "T1", "api_app_id": "A1", "event": event,
                    "type": "event_callback", "event_id": f"Ev{uuid.uuid4().hex[:8]}",
                    "event_time": int(time.time())}  # fmt: skip
@@ -173,6 +222,7 @@ class FakeSlack:
             params = json.loads(raw or b"{}")
         else:
             params = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+        params = {**request.query, **params}  # the SDK sends some methods' arguments so
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
@@ -185,12 +235,17 @@ class FakeSlack:
     async def _apps_connections_open(self, params: dict[str, Any]) -> web.Response:
         return web.json_response({"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"})
 
+    def _flooded(self, waits: list[int]) -> web.Response | None:
+        """HTTP 429 with `Retry-After` while `waits` has waits left."""
+        if not waits:
+            return None
+        self.refused += 1
+        return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
+                                 headers={"Retry-After": str(waits.pop(0))})  # fmt: skip
+
     async def _chat_postMessage(self, params: dict[str, Any]) -> web.Response:
-        if self.flood:
-            self.refused += 1
-            wait = self.flood.pop(0)
-            return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
-                                     headers={"Retry-After": str(wait)})  # fmt: skip
+        if refusal := self._flooded(self.flood):
+            return refusal
         message = SlackMessage(params["channel"], self._next_ts(), params["text"],
                                params.get("thread_ts"), _blocks(params))  # fmt: skip
         self.messages.append(message)
@@ -207,6 +262,48 @@ class FakeSlack:
         found.text, found.blocks = params["text"], _blocks(params)
         return web.json_response({"ok": True, "channel": found.channel, "ts": found.ts,
                                   "text": found.text})  # fmt: skip
+
+    async def _private_file(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["team_file"].removeprefix("T1-")
+        if request.headers.get("Authorization") != f"Bearer {BOT_TOKEN}":
+            raise web.HTTPFound("https://slack.com/signin")  # what Slack does without a token
+        if file_id not in self.shared:
+            raise web.HTTPNotFound()
+        self.downloads.append(file_id)
+        return web.Response(body=self.shared[file_id])
+
+    async def _files_getUploadURLExternal(self, params: dict[str, Any]) -> web.Response:
+        if not params.get("filename") or not str(params.get("length", "")).isdigit():
+            return web.json_response({"ok": False, "error": "invalid_arguments"})
+        file_id = f"F{next(self._file_ids):08d}"
+        self._uploads[file_id] = (str(params["filename"]), int(params["length"]), None)
+        url = f"http://127.0.0.1:{self.port}/upload/v1/{file_id}"
+        return web.json_response({"ok": True, "upload_url": url, "file_id": file_id})
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        data = await request.read()
+        if file_id not in self._uploads or self._uploads[file_id][1] != len(data):
+            return web.Response(status=400, text="invalid upload")
+        name, length, _ = self._uploads[file_id]
+        self._uploads[file_id] = (name, length, data)
+        return web.Response(text=f"OK - {len(data)}")
+
+    async def _files_completeUploadExternal(self, params: dict[str, Any]) -> web.Response:
+        if refusal := self._flooded(self.flood_files):
+            return refusal
+        described = json.loads(params["files"])
+        uploaded = [(f, self._uploads.get(f["id"])) for f in described]
+        if any(upload is None or upload[2] is None for _, upload in uploaded):
+            return web.json_response({"ok": False, "error": "file_not_found"})
+        done = []
+        for file, (name, length, data) in uploaded:  # type: ignore[misc]
+            title = str(file.get("title") or name)
+            self.sent_files.append(
+                SlackFile(file["id"], params["channel_id"], params.get("thread_ts"), title, data)
+            )
+            done.append({"id": file["id"], "name": name, "title": title, "size": length})
+        return web.json_response({"ok": True, "files": done})
 
 
 def _blocks(params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -157,3 +157,47 @@ async def test_a_429_delays_the_answer_then_delivers_it(tmp_path: Path) -> None:
             api.user_says("hi")
             await api.until(lambda: api.find("after the flood"))
     assert api.refused == 1 and gw.waits == [3.0] and api.texts() == ["after the flood"]
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+async def test_shared_files_are_downloaded_with_the_bot_token_and_saved(tmp_path: Path) -> None:
+    server = ScriptedProvider([text("Got both.")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api):
+            api.user_shares_file(PNG, "chart.png", "image/png", text="what is this?")
+            await api.until(lambda: api.find("Got both."))
+    folder = tmp_path / "chat-files" / "slack-D1"
+    assert (folder / "chart.png").read_bytes() == PNG and api.downloads
+    words, image = server.requests[0].body["messages"][-1]["content"]
+    assert "what is this?" in words["text"] and str(folder / "chart.png") in words["text"]
+    assert image["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+async def test_a_shared_file_over_the_limit_is_refused_without_downloading(
+    tmp_path: Path,
+) -> None:
+    server = ScriptedProvider([text("never")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api):
+            api.user_shares_file(b"big", "big.iso", "application/octet-stream", size=30 << 20)
+            refusal = await api.until(lambda: api.find("I could not take big.iso"))
+    assert "over the 20 MB limit" in refusal.text
+    assert not api.downloads and not server.requests
+
+
+async def test_the_agent_sends_a_file_back_through_the_upload_flow(tmp_path: Path) -> None:
+    folder = tmp_path / "chat-files" / "slack-D1-1700000000.000001"  # the thread's own
+    folder.mkdir(parents=True)
+    (folder / "report.txt").write_text("the report")
+    server = ScriptedProvider([text("Here it is.\nMEDIA:report.txt")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api) as gw:
+            api.flood_files = [3]  # refused for flooding once, then shared
+            api.user_says("send me the report", thread_ts="1700000000.000001")
+            await api.until(lambda: api.sent_files)
+    (sent,) = api.sent_files
+    assert (sent.title, sent.data, sent.channel) == ("report.txt", b"the report", "D1")
+    assert sent.thread_ts == "1700000000.000001" and 3 in gw.waits
+    assert [t for t in api.texts() if "Here it is." in t] == ["Here it is."]

@@ -5,7 +5,10 @@ has recorded its message, so Slack redelivers what a crash lost (and the ledger 
 repeat by the message's channel and `ts`). Answers go out with `chat.postMessage` (in the
 thread of the message they answer), progress and streaming with `chat.update`, questions as
 Block Kit buttons whose presses come back as `block_actions`. HTTP 429 becomes
-`RateLimited` with the `Retry-After` header's seconds.
+`RateLimited` with the `Retry-After` header's seconds. Files a user shares are downloaded from
+their `url_private_download` with the bot token (Slack's files need it: the `files:read`
+scope); files sent back go through the SDK's upload flow (`files.getUploadURLExternal`, the
+upload, `files.completeUploadExternal`, which posts them in the chat's thread).
 
 Settings: `bot_token` (xoxb-, the Web API), `app_token` (xapp-, Socket Mode), `base_url`
 (another Web API root, e.g. a test's).
@@ -13,19 +16,25 @@ Settings: `bot_token` (xoxb-, the Web API), `app_token` (xapp-, Socket Mode), `b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
+from talaria.gateway import files
 from talaria.gateway.platform import (
+    Attachment,
     Button,
     ButtonPress,
     Capabilities,
@@ -45,6 +54,7 @@ FINAL_ERRORS = frozenset(
      "message_not_found", "cant_update_message", "invalid_auth", "account_inactive"}
 )  # fmt: skip
 IGNORED_SUBTYPES = frozenset({"message_changed", "message_deleted", "bot_message"})
+DOWNLOAD_TIMEOUT_S = 120.0
 
 
 class SlackPlatform:
@@ -102,8 +112,44 @@ class SlackPlatform:
             is_direct=event.get("channel_type") == "im",
             mentioned=mention in text,
             reply_to_bot=event.get("parent_user_id") == self.bot_user,
+            attachments=self._attachments(event),
             raw=dict(event),
         )
+
+    def _attachments(self, event: Mapping[str, Any]) -> tuple[Attachment, ...]:
+        """The files shared with a message (`file_share`), downloaded only when fetched."""
+        shared = []
+        for file in event.get("files") or ():
+            url = str(file.get("url_private_download") or file.get("url_private") or "")
+            if not url:
+                continue  # a file Slack only describes (`check_file_info`): not offered
+            shared.append(
+                Attachment(
+                    str(file.get("name") or file.get("title") or "file"),
+                    str(file.get("mimetype") or "application/octet-stream"),
+                    url=url,
+                    size=int(file.get("size") or 0) or None,
+                    fetch=functools.partial(self._download, url),
+                )
+            )
+        return tuple(shared)
+
+    async def _download(self, url: str) -> bytes:
+        """A shared file's bytes, with the bot token, never more than the gateway takes."""
+        headers = {"Authorization": f"Bearer {self.web.token}"}
+        timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(url, headers=headers, allow_redirects=False) as response,
+        ):
+            if response.status != 200:  # Slack redirects to its login page without files:read
+                raise ConnectionError(f"Slack answered HTTP {response.status} (files:read?)")
+            data = bytearray()
+            async for chunk in response.content.iter_chunked(1 << 16):
+                data += chunk
+                if len(data) > files.MAX_FILE_BYTES:
+                    raise ValueError(f"it is over the {files.MAX_FILE_BYTES >> 20} MB limit")
+        return bytes(data)
 
     def _press(self, payload: Mapping[str, Any]) -> ButtonPress | None:
         actions = payload.get("actions") or []
@@ -135,6 +181,18 @@ class SlackPlatform:
                 thread_ts=chat.thread_id,
             )  # fmt: skip
         return str(sent["ts"])
+
+    async def send_file(
+        self, chat: ChatRef, path: Path, *, key: str, reply_to: str | None = None
+    ) -> str:
+        """Upload the file and share it in the chat (its thread); the file's id."""
+        data = await asyncio.to_thread(path.read_bytes)
+        with _translated():
+            done = await self.web.files_upload_v2(
+                channel=chat.chat_id, file=data, filename=path.name, title=path.name,
+                thread_ts=chat.thread_id,
+            )  # fmt: skip
+        return str(done["file"]["id"])
 
     async def edit(
         self, chat: ChatRef, message_id: str, text: str, *, buttons: Sequence[Button] = ()
