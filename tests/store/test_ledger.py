@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from talaria.store.ledger import DeliveryLedger, OutboundPart
+from talaria.store.ledger import LEDGER_FILES, DeliveryLedger, OutboundPart
 from talaria.store.sqlite import SQLiteSessionStore
 
 
@@ -79,3 +79,30 @@ def test_pairing_gives_one_code_per_user_until_the_owner_approves_it(
     assert ledger.ledger_approve_pairing("ABC123") == ("tg", "u9")
     assert ledger.ledger_is_paired("tg", "u9")
     assert not ledger.ledger_is_paired("slack", "u9")
+
+
+def test_a_file_sent_back_keeps_its_path_until_it_is_sent(ledger: DeliveryLedger) -> None:
+    path = "/work/chat-files/tg-c1/report.txt"
+    part = OutboundPart("t1/file0", "tg", "c1", None, "report.txt", reply_to="in-1", file=path)
+    ledger.ledger_record_answer([_part(0), part])
+    pending = ledger.ledger_pending("tg")
+    assert [(p.text, p.file) for p in pending] == [("part 0", None), ("report.txt", path)]
+
+
+def test_a_ledger_from_before_files_keeps_its_pending_answers(tmp_path: Path) -> None:
+    import sqlite3
+
+    from talaria.store.schema import MIGRATIONS
+
+    before = MIGRATIONS.index(LEDGER_FILES)
+    with sqlite3.connect(tmp_path / "state.db") as conn:
+        for statement in (s for migration in MIGRATIONS[:before] for s in migration):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO gateway_outbound (id, platform, chat_id, text, attempts, status, "
+            "created_at) VALUES ('t1/0', 'tg', 'c1', 'an answer', 1, 'pending', 0)"
+        )
+        conn.execute(f"PRAGMA user_version = {before}")
+    with SQLiteSessionStore(tmp_path / "state.db") as store:
+        (pending,) = store.ledger_pending("tg")
+    assert (pending.text, pending.file, pending.attempts) == ("an answer", None, 1)
