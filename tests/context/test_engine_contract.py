@@ -44,6 +44,23 @@ class Recap(ContextEngine):
         ]
 
 
+class OldStyle(ContextEngine):
+    """The earlier contract at its smallest: the whole runtime and session before each
+    request, and the provider's counts."""
+
+    asked: ClassVar[list[tuple[str, int]]] = []
+
+    def __init__(self, config: Any, runtime: Any) -> None:
+        self.runtime = runtime
+
+    async def before_request(self, rt: Any, session: Any, state: Any) -> None:
+        assert rt is self.runtime
+        OldStyle.asked.append((session.id, len(session.history)))
+
+    def record_usage(self, usage: Any, message_count: int) -> None:
+        pass
+
+
 class Neither(ContextEngine):
     """Defines no `process` (nor the old `before_request`)."""
 
@@ -52,6 +69,7 @@ class Neither(ContextEngine):
 def fresh() -> None:
     Recap.budgets.clear()
     Recap.requests.clear()
+    OldStyle.asked.clear()
 
 
 def agent_on(server: ScriptedProvider, home: Path, engine: str, **config: Any) -> Agent:
@@ -125,3 +143,17 @@ def test_an_engine_without_process_is_refused(tmp_path: Path) -> None:
         pytest.raises(ConfigError, match="defines no process"),
     ):
         agent.run_conversation("hi")
+
+
+def test_an_engine_of_the_old_contract_still_runs_deprecated(tmp_path: Path) -> None:
+    with ScriptedProvider() as server:
+        server.add(call("todo", {"todos": []}), text("done"))
+        with (
+            pytest.warns(DeprecationWarning, match=r"define process\(history, budget, summarise\)"),
+            agent_on(server, tmp_path, "OldStyle") as agent,
+        ):
+            result = agent.run_conversation("tidy up")
+            assert not agent.compress(), "it has no compress(): nothing changes"
+            assert agent.session_id == result["session_id"]
+    assert result["final_response"] == "done"
+    assert OldStyle.asked == [(result["session_id"], 1), (result["session_id"], 3)]
