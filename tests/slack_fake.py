@@ -70,6 +70,9 @@ class FakeSlack:
         self._uploads: dict[str, tuple[str, int, bytes | None]] = {}
         """Upload URLs given out: file id -> (file name, declared length, bytes once sent)."""
         self._file_ids = itertools.count(1)
+        self.hold_sends = False
+        """chat.postMessage requests wait unanswered while set (then fail with a 502)."""
+        self.held = 0
         self._unsent: list[dict[str, Any]] = []
         self._socket: web.WebSocketResponse | None = None
         self._ts = itertools.count(1)
@@ -244,6 +247,11 @@ class FakeSlack:
                                  headers={"Retry-After": str(waits.pop(0))})  # fmt: skip
 
     async def _chat_postMessage(self, params: dict[str, Any]) -> web.Response:
+        if self.hold_sends:
+            self.held += 1
+            while self.hold_sends:
+                await asyncio.sleep(0.02)
+            return web.json_response({"ok": False, "error": "fatal_error"}, status=502)
         if refusal := self._flooded(self.flood):
             return refusal
         message = SlackMessage(params["channel"], self._next_ts(), params["text"],

@@ -66,6 +66,8 @@ class IrcUser:
     port: int
     heard: list[Said] = field(default_factory=list)
     names: dict[str, set[str]] = field(default_factory=dict)
+    joins: list[str] = field(default_factory=list)
+    """The nick of each JOIN seen, in order (a bot that reconnects joins again)."""
     _writer: Any = None
     _task: Any = None
 
@@ -101,6 +103,7 @@ class IrcUser:
                 members = rest.split(" :", 1)[1].split()
                 self.names.setdefault(words[3], set()).update(m.lstrip("@+") for m in members)
             elif words[0] == "JOIN":
+                self.joins.append(nick)
                 self.names.setdefault(words[1].lstrip(":"), set()).add(nick)
 
     def say(self, target: str, text: str) -> None:

@@ -333,6 +333,31 @@ async def test_a_message_taken_in_but_never_answered_is_answered_after_a_restart
     assert gw.texts() == ["Yes, back again."] and len(server.requests) == 1
 
 
+async def test_a_message_that_arrives_while_the_platform_starts_is_answered_once(
+    tmp_path: Path,
+) -> None:
+    from talaria.gateway.fake import FakePlatform
+    from talaria.gateway.platform import Sink
+
+    class CatchesUpAtStart(FakePlatform):
+        """Hands over what came while it was away before `start` returns (Matrix's first
+        sync does)."""
+
+        async def start(self, sink: Sink) -> None:
+            await super().start(sink)
+            await self.deliver(user_message("did you miss me?", message_id="while-away"))
+
+    gate = Gate()
+    server = ScriptedProvider([gate.hold(text("Only once.")), text("twice!")])
+    with server:
+        async with running_gateway(server, tmp_path, platform=CatchesUpAtStart()) as gw:
+            await gw.until(lambda: server.requests)
+            gate.open()  # the turn was still running when the gateway finished starting
+            await gw.platform.wait_for(lambda m: m.text == "Only once.")
+            await gw.until(lambda: not gw.store.ledger_unfinished_inbound("fake"))
+    assert gw.texts() == ["Only once."] and len(server.requests) == 1
+
+
 async def test_a_room_uses_its_own_model_and_prompt(tmp_path: Path) -> None:
     server = ScriptedProvider([text("Arr."), text("A verse.")])
     settings = {

@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gateway_process import GatewayProcess
 from irc_server import IrcServer, IrcUser, irc_server  # noqa: F401 - the fixture
+from tcp_proxy import TcpProxy
 
 from gateway_support import Gate, Harness, running_gateway
 from helpers import FOREVER
+from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.irc import LINE_BYTES, IrcPlatform, irc_lines
 from talaria.testing import ScriptedProvider, calls, text
 
@@ -25,12 +28,16 @@ pytestmark = pytest.mark.ngircd
 async def irc_gateway(
     server: ScriptedProvider, home: Path, irc: IrcServer, **kwargs: Any
 ) -> AsyncIterator[Harness]:
-    nick = f"{BOT}{home.name[-6:].replace('_', '')}"
-    options = {"server": "127.0.0.1", "port": irc.port, "nick": nick, "channels": [CHANNEL]}
+    port = kwargs.pop("port", irc.port)
+    options = {"server": "127.0.0.1", "port": port, "nick": _nick(home), "channels": [CHANNEL]}
     chosen = {"allow_users": ["alice"], **kwargs.pop("settings", {})}
     platform = IrcPlatform("irc", options)
     async with running_gateway(server, home, platform=platform, settings=chosen, **kwargs) as gw:
         yield gw
+
+
+def _nick(home: Path) -> str:
+    return f"{BOT}{home.name[-6:].replace('_', '')}"
 
 
 def _bot(gw: Harness) -> str:
@@ -160,6 +167,61 @@ async def test_a_file_the_answer_names_is_not_sent_and_the_chat_says_why(
         "Here it is.",
         "report.txt was not sent: this chat platform cannot carry files from the bot.",
     ]
+
+
+async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    nick = _nick(tmp_path)
+    server = ScriptedProvider([text("the one answer")])
+    with server, TcpProxy(irc_server.port) as proxy:
+        settings = {"server": "127.0.0.1", "port": proxy.port, "nick": nick,
+                    "channels": [CHANNEL], "allow_users": ["alice"]}  # fmt: skip
+        async with IrcUser("alice", irc_server.port) as alice:
+            with GatewayProcess(tmp_path / "home", server, "irc", settings) as gateway:
+                await alice.join(CHANNEL, nick)
+                proxy.hold(b"PRIVMSG alice ")  # the answer never reaches the server
+                alice.say(nick, "hi")
+                await proxy.until(lambda: proxy.held)
+                gateway.kill()
+                proxy.hold(b"")
+                gateway.start()
+                await alice.until(lambda: "the one answer" in alice.texts())
+            await asyncio.sleep(0.2)  # a repeated line would have come by now
+    assert alice.texts() == [REPEAT_MARK.strip(), "the one answer"]  # IRC cannot tell: marked
+    assert len(server.requests) == 1  # the model was not asked again
+
+
+async def test_after_the_server_drops_the_bot_it_reconnects_and_sends_what_waited_once(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    gate = Gate()
+    server = ScriptedProvider([text("before"), gate.hold(text("while away")), text("after")])
+    with server, TcpProxy(irc_server.port) as proxy:
+        async with (
+            irc_gateway(server, tmp_path, irc_server, port=proxy.port) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            bot = _bot(gw)
+            await alice.join(CHANNEL, bot)
+            alice.say(bot, "one")
+            await alice.until(lambda: "before" in alice.texts())
+            alice.say(bot, "two")
+            await alice.until(lambda: len(server.requests) == 2)
+            joined = alice.joins.count(bot)
+            proxy.refusing = True  # the server is down for a while: it refuses the bot
+            proxy.drop()
+            gate.open()  # the answer is ready while the bot is away
+            await proxy.until(lambda: proxy.connections >= 3)
+            proxy.refusing = False
+            await alice.until(lambda: alice.joins.count(bot) > joined)  # back in the channel
+            await alice.until(lambda: "while away" in alice.texts())
+            alice.say(bot, "three")
+            await alice.until(lambda: "after" in alice.texts())
+            await asyncio.sleep(0.2)  # a repeated line would have come by now
+    assert alice.texts() == ["before", "while away", "after"]  # once each, not marked
 
 
 def test_long_lines_are_cut_within_the_protocol_limit() -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gateway_process import GatewayProcess, killed_while_sending
 
 from gateway_support import Gate, Harness, running_gateway
 from helpers import FOREVER
 from slack_fake import FakeSlack
+from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.slack import SlackPlatform
 from talaria.testing import ScriptedProvider, call, calls, text
 
@@ -201,3 +203,17 @@ async def test_the_agent_sends_a_file_back_through_the_upload_flow(tmp_path: Pat
     assert (sent.title, sent.data, sent.channel) == ("report.txt", b"the report", "D1")
     assert sent.thread_ts == "1700000000.000001" and 3 in gw.waits
     assert [t for t in api.texts() if "Here it is." in t] == ["Here it is."]
+
+
+async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
+    tmp_path: Path,
+) -> None:
+    server = ScriptedProvider([text("the one answer")])
+    with server, FakeSlack() as api:
+        settings = {"bot_token": "xoxb-test", "app_token": "xapp-test", "base_url": api.base_url,
+                    "allow_users": [ALICE], "stream": False}  # fmt: skip
+        with GatewayProcess(tmp_path / "home", server, "slack", settings) as gateway:
+            envelope = await killed_while_sending(gateway, api, lambda: api.find("the one answer"))
+    assert envelope["envelope_id"] in api.acked  # taken before the crash: not sent again
+    assert [t for t in api.texts() if "the one answer" in t] == [REPEAT_MARK + "the one answer"]
+    assert len(server.requests) == 1  # the model was not asked again

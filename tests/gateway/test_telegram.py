@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gateway_process import GatewayProcess, killed_while_sending
 
 from gateway_support import Gate, Harness, running_gateway
-from helpers import FOREVER, SRC
+from helpers import FOREVER
+from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.telegram import TelegramPlatform
 from talaria.testing import ScriptedProvider, call, calls, text
 from telegram_fake import FakeTelegram
@@ -165,47 +163,13 @@ async def test_a_429_delays_the_answer_then_delivers_it(tmp_path: Path) -> None:
     assert api.texts() == ["after the flood"]
 
 
-def _config(home: Path, api: FakeTelegram) -> None:
-    home.mkdir(exist_ok=True)
-    platform = {
-        "token": "${TG_TOKEN}", "base_url": api.base_url, "poll_timeout": 1,
-        "allow_users": [str(ALICE)], "stream": False,
-    }  # fmt: skip
-    (home / "config.yaml").write_text(
-        json.dumps({"gateway": {"platforms": {"telegram": platform}}})
-    )
-
-
-def _start_gateway(home: Path, server: ScriptedProvider) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC), "TALARIA_HOME": str(home), "HOME": str(home),
-           "TG_TOKEN": "123:TEST"}  # fmt: skip
-    model = ["--model", "scripted-model", "--base-url", server.openai_base_url, "--api-key", "k"]
-    command = [sys.executable, "-m", "talaria.cli.main", "gateway", *model, "--toolsets", ""]
-    return subprocess.Popen(command, env=env, cwd=home, stderr=subprocess.PIPE, text=True)
-
-
 async def _killed_while_held(
     home: Path, server: ScriptedProvider, api: FakeTelegram, hold: str, sent: Callable[[], object]
 ) -> None:
-    """A user's message; the gateway is killed (-9) while the fake holds what it sends
-    (`hold`: `hold_sends` or `hold_files`), unconfirmed; a new gateway starts and the test
-    waits until `sent()` holds and the chat goes on."""
-    _config(home, api)
-    setattr(api, hold, True)
-    gateway = _start_gateway(home, server)
-    try:
-        api.user_says("hi")
-        await api.until(lambda: api.held)
-        gateway.send_signal(signal.SIGKILL)
-        gateway.wait(60)
-        setattr(api, hold, False)
-        gateway = _start_gateway(home, server)
-        await api.until(sent)
-        api.user_says("/help")
-        await api.until(lambda: api.find("Commands:"))
-    finally:
-        gateway.terminate()
-        assert gateway.wait(60) == 0, gateway.stderr.read() if gateway.stderr else ""
+    settings = {"token": "${TG_TOKEN}", "base_url": api.base_url, "poll_timeout": 1,
+                "allow_users": [str(ALICE)], "stream": False}  # fmt: skip
+    with GatewayProcess(home, server, "telegram", settings, {"TG_TOKEN": "123:TEST"}) as gateway:
+        await killed_while_sending(gateway, api, sent, hold)
 
 
 async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
@@ -216,9 +180,7 @@ async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_res
         await _killed_while_held(
             tmp_path / "home", server, api, "hold_sends", lambda: api.find("the one answer")
         )
-    assert [t for t in api.texts() if "the one answer" in t] == [
-        "(sent again after a restart; you may see this twice)\nthe one answer"
-    ]
+    assert [t for t in api.texts() if "the one answer" in t] == [REPEAT_MARK + "the one answer"]
     assert len(server.requests) == 1  # the model was not asked again
 
 

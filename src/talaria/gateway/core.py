@@ -3,8 +3,8 @@
 An update is written to the ledger before its platform is told it arrived, and a redelivered
 one is dropped there; a stranger's message stops at the access check (no agent is built for
 it). Each chat then handles its messages in order (`ChatSession`). At start, each platform
-connects, sends what a previous process left pending, then handles the updates it took in
-but never answered.
+connects, sends what a previous process left pending, then handles the updates that process
+took in but never answered.
 """
 
 from __future__ import annotations
@@ -97,11 +97,13 @@ class Gateway:
 
     async def start(self) -> None:
         for conn in self.connected.values():
-            await conn.platform.start(functools.partial(self._received, conn))
-            await conn.ctx.outbox.resend_pending()  # connected first: IRC cannot send before
+            # read before connecting: what arrives while the platform starts is handled as it
+            # arrives, and would be handled twice if it were in this list too
             unfinished = await run_blocking(
                 self.store.ledger_unfinished_inbound, conn.settings.name
             )
+            await conn.platform.start(functools.partial(self._received, conn))
+            await conn.ctx.outbox.resend_pending()  # connected first: IRC cannot send before
             for data in unfinished:
                 await self._handle(conn, from_payload(conn.settings.name, data))
 

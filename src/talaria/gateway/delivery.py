@@ -1,10 +1,11 @@
 """Sending answers so that none is lost, doubled, late without reason, or misdirected.
 
 Every answer part is in the ledger (pending) before its first send; the `Outbox` sends it,
-waits out a platform's flood refusal (`RateLimited.retry_after`), backs off on other errors,
-and marks it sent with the platform's message id. Parts of one chat go out one at a time, in
-order. At start, what a previous process left pending is sent first: a part that may already
-have arrived (an attempt was made) is marked as possibly repeated, unless the platform
+waits out a platform's flood refusal (`RateLimited.retry_after`), backs off on other errors
+(after which the part may have arrived, unless the platform said `NotSent`), and marks it
+sent with the platform's message id. Parts of one chat go out one at a time, in order.
+At start, what a previous process left pending is sent first: a part that may already have
+arrived (an attempt was made) is marked as possibly repeated, unless the platform
 de-duplicates sends by key. A file an answer sends back is a part too (`OutboundPart.file`),
 sent after the answer's text; it cannot carry the mark, so a resent file may arrive twice
 where the platform does not de-duplicate.
@@ -18,7 +19,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
-from talaria.gateway.platform import ChatRef, Platform, PlatformError, RateLimited, SendsFiles
+from talaria.gateway.platform import (
+    ChatRef,
+    NotSent,
+    Platform,
+    PlatformError,
+    RateLimited,
+    SendsFiles,
+)
 from talaria.offload import run_blocking
 from talaria.store.ledger import DeliveryLedger, OutboundPart
 
@@ -89,7 +97,7 @@ class Outbox:
                 return None
             except Exception as exc:
                 log.warning("sending part %s failed (%s); retrying", part.id, exc)
-                maybe_sent = True  # it may have arrived before the error
+                maybe_sent = not isinstance(exc, NotSent)  # else it may have arrived
                 await self.sleep(backoff)
                 backoff = min(backoff * 2, MAX_WAIT_S)
                 continue

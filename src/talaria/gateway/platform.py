@@ -12,7 +12,8 @@ Delivery contract (docs/gateway.md, "Delivery"):
   update by then, and de-duplicates a redelivery by `Inbound.message_id`;
 - `send` returns the platform's id of the message only once the platform has accepted it;
   a refusal for flooding raises `RateLimited` (the gateway waits and sends again), any other
-  failure raises (`PlatformError` when it is final: the gateway does not retry it);
+  failure raises (`PlatformError` when it is final: the gateway does not retry it;
+  `NotSent` when nothing left for the platform, so a later send cannot make a repeat);
 - `send` receives a `key` unique to that piece of an answer: a platform that de-duplicates
   sends by a client key (Matrix's transaction id) passes it on, so a resend after a crash is
   still one message; on the others the gateway marks a resend as possibly repeated.
@@ -132,6 +133,11 @@ class RateLimited(Exception):
     def __init__(self, retry_after: float, message: str = "") -> None:
         super().__init__(message or f"rate limited: retry after {retry_after:g} s")
         self.retry_after = retry_after
+
+
+class NotSent(ConnectionError):
+    """Nothing of the message left for the platform (not connected): sending it later
+    cannot show it twice."""
 
 
 class PlatformError(Exception):
