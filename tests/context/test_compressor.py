@@ -383,3 +383,21 @@ def test_end_to_end_through_the_agent(tmp_path: Path) -> None:
             assert result["messages"] == agent.store.load_messages(child)
             assert result["usage"]["output_tokens"] > 0
         assert server.invalid_requests == []
+
+
+async def test_pre_compact_hooks_hear_why_before_the_history_changes(setup: Setup) -> None:
+    """`/compress` is "manual" with or without a focus; past the threshold it is "auto"."""
+    heard: list[tuple[str, str, int]] = []
+
+    def hook(trigger: str, session_id: str) -> None:
+        heard.append((trigger, session_id, len(setup.store.load_messages(session_id))))
+
+    setup.rt.hooks.register("pre_compact", hook)
+    await setup.session.append(*conversation(6))
+    assert await setup.context.compress(setup.rt, setup.session, None)
+    assert heard == [("manual", "parent", 24)]
+    setup.rt.caller.chain.active.client().add(text(SUMMARY))  # type: ignore[attr-defined]
+    await setup.session.append(*conversation(6))
+    child = setup.session.id
+    await setup.context.before_request(setup.rt, setup.session, object())
+    assert heard[1][:2] == ("auto", child) and setup.session.id != child
