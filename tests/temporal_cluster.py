@@ -117,15 +117,25 @@ def temporal_target() -> Iterator[str]:
 
 
 def _wait_until_serving(port: int, server: subprocess.Popen[bytes]) -> None:
+    """Until the server answers for the `default` namespace: it accepts connections before it
+    has registered that namespace, and under load a first turn then fails with "Namespace
+    default is not found"."""
     import asyncio
 
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.client import Client
+
+    async def serving() -> None:
+        client = await Client.connect(f"127.0.0.1:{port}")
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace="default")
+        )
 
     deadline = time.monotonic() + 60
     while True:
         assert server.poll() is None, "the Temporal dev server exited at start"
         try:
-            asyncio.run(Client.connect(f"127.0.0.1:{port}"))
+            asyncio.run(serving())
             return
         except Exception:
             assert time.monotonic() < deadline, "the Temporal dev server did not start in 60 s"
