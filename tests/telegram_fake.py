@@ -62,6 +62,8 @@ class FakeTelegram:
         """Take sendMessage requests and never answer them (a send lost on the way)."""
         self.hold_files = False
         """The same for sendPhoto and sendDocument."""
+        self.hold_downloads = False
+        """The same for getFile (a download the bot started and never finished)."""
         self.held = 0
         self.files: dict[str, bytes] = {}
         """file_id -> the bytes a user sent (served by getFile and the file URL)."""
@@ -85,7 +87,7 @@ class FakeTelegram:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.hold_sends = self.hold_files = False
+        self.hold_sends = self.hold_files = self.hold_downloads = False
         with self._changed:
             self._changed.notify_all()
         self._server.shutdown()
@@ -273,6 +275,9 @@ class FakeTelegram:
         return 200, {"ok": True, "result": _message_json(message)}
 
     def _api_getfile(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._changed:
+            if refusal := self._held("hold_downloads"):
+                return refusal
         file_id = str(params["file_id"])
         if file_id not in self.files:
             return 400, {

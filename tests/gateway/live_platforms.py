@@ -7,13 +7,14 @@ then reads what each person's client shows of the bot's messages (edits applied)
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable
 from email.message import EmailMessage
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from mail_server import MailServer
 from matrix_server import MatrixUser, Synapse
@@ -37,6 +38,13 @@ class Person(Protocol):
     async def files(self) -> list[tuple[str, bytes]]:
         """The files the bot sent in this conversation (name, bytes), downloaded as the
         person's client does."""
+        ...
+
+
+@runtime_checkable
+class SendsFiles(Person, Protocol):
+    async def send_file(self, name: str, data: bytes) -> None:
+        """Send the bot a file, as the platform's clients do."""
         ...
 
     async def choose(self, question: str, index: int, command: str) -> None:
@@ -98,6 +106,17 @@ class MatrixPerson:
 
     async def say(self, text: str) -> None:
         await self.user.say(self.room, text)
+
+    async def send_file(self, name: str, data: bytes) -> None:
+        """The file uploaded to the media repository and posted as an `m.file`."""
+        from nio import UploadResponse
+
+        response, _ = await self.user.client.upload(
+            io.BytesIO(data), content_type="text/plain", filename=name, filesize=len(data)
+        )
+        assert isinstance(response, UploadResponse), response
+        content = {"url": response.content_uri, "info": {"size": len(data)}}
+        await self.user.say(self.room, name, msgtype="m.file", **content)
 
     async def shown(self) -> list[str]:
         await self.user.sync()
@@ -174,12 +193,15 @@ class LiveMatrix:
 class MailPerson:
     """Writes to the bot in one thread (each mail replies to the previous one)."""
 
+    async def send_file(self, name: str, data: bytes) -> None:
+        await self.say("", attached=(name, data))
+
     def __init__(self, server: MailServer, address: str, bot_address: str) -> None:
         self.server, self.user_id, self.bot_address = server, address, bot_address
         self.subject = f"Talk {uuid.uuid4().hex[:6]}"
         self.sent: list[str] = []
 
-    async def say(self, text: str) -> None:
+    async def say(self, text: str, attached: tuple[str, bytes] | None = None) -> None:
         mail = EmailMessage()
         mail["From"], mail["To"] = self.user_id, self.bot_address
         mail["Subject"] = self.subject if not self.sent else f"Re: {self.subject}"
@@ -187,6 +209,9 @@ class MailPerson:
         if self.sent:
             mail["In-Reply-To"], mail["References"] = self.sent[-1], " ".join(self.sent)
         mail.set_content(text)
+        if attached:
+            name, data = attached
+            mail.add_attachment(data, maintype="text", subtype="plain", filename=name)
         self.sent.append(mail["Message-ID"])
         await asyncio.to_thread(self.server.send, mail)
 

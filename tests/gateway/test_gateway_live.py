@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_platforms import Live, LiveMail, LiveMatrix, LiveXmpp, Person, until_files, until_shown
+from live_platforms import (
+    Live,
+    LiveMail,
+    LiveMatrix,
+    LiveXmpp,
+    Person,
+    SendsFiles,
+    until_files,
+    until_shown,
+)
 from mail_server import mail_server  # noqa: F401
 from matrix_server import synapse  # noqa: F401
 from xmpp_server import xmpp_server  # noqa: F401
@@ -173,6 +182,24 @@ async def test_files_the_answer_names_are_sent_back(live: Live, tmp_path: Path) 
             shown = await until_shown(alice, lambda s: "Here is the report." in s)
     assert sent == [("report.txt", b"the report"), ("chart.png", PNG)]
     assert "Here is the report." in shown and not any("MEDIA:" in m for m in shown)
+    await alice.close()
+
+
+@pytest.mark.parametrize("live", PLATFORMS[:2], indirect=True)  # XMPP takes no files yet
+async def test_a_file_sent_to_the_bot_is_saved_in_the_chat_folder(
+    live: Live, tmp_path: Path
+) -> None:
+    bot = live.bot()
+    alice = await live.person("alice", bot)
+    assert isinstance(alice, SendsFiles)
+    with ScriptedProvider([text("Read it.")]) as server:
+        async with gateway(server, tmp_path, bot, [alice]) as gw:
+            await alice.send_file("notes.txt", b"remember the milk")
+            await until_shown(alice, lambda s: "Read it." in s)
+            (chat,) = gw.gateway.connected[live.kind].chats
+    saved = files.chat_folder(tmp_path, chat) / "notes.txt"
+    assert saved.read_bytes() == b"remember the milk"
+    assert str(saved) in server.requests[0].body["messages"][-1]["content"]
     await alice.close()
 
 

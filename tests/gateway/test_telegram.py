@@ -163,12 +163,16 @@ async def test_a_429_delays_the_answer_then_delivers_it(tmp_path: Path) -> None:
     assert api.texts() == ["after the flood"]
 
 
+def _process(home: Path, server: ScriptedProvider, api: FakeTelegram) -> GatewayProcess:
+    settings = {"token": "${TG_TOKEN}", "base_url": api.base_url, "poll_timeout": 1,
+                "allow_users": [str(ALICE)], "stream": False}  # fmt: skip
+    return GatewayProcess(home, server, "telegram", settings, {"TG_TOKEN": "123:TEST"})
+
+
 async def _killed_while_held(
     home: Path, server: ScriptedProvider, api: FakeTelegram, hold: str, sent: Callable[[], object]
 ) -> None:
-    settings = {"token": "${TG_TOKEN}", "base_url": api.base_url, "poll_timeout": 1,
-                "allow_users": [str(ALICE)], "stream": False}  # fmt: skip
-    with GatewayProcess(home, server, "telegram", settings, {"TG_TOKEN": "123:TEST"}) as gateway:
+    with _process(home, server, api) as gateway:
         await killed_while_sending(gateway, api, sent, hold)
 
 
@@ -195,6 +199,24 @@ async def test_kill_9_while_a_file_goes_out_sends_it_once_after_restart(tmp_path
     assert [(f.name, f.data) for f in api.sent_files] == [("report.txt", b"the report")]
     assert [t for t in api.texts() if "Here it is." in t] == ["Here it is."]  # sent once
     assert len(server.requests) == 1  # the model was not asked again
+
+
+async def test_kill_9_while_a_file_comes_in_downloads_it_again_after_restart(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    server = ScriptedProvider([text("Read it.")])
+    with server, FakeTelegram() as api, _process(home, server, api) as gateway:
+        api.hold_downloads = True
+        api.user_sends_file(b"remember the milk", name="notes.txt", caption="keep this")
+        await api.until(lambda: api.held)  # taken in and confirmed, the file not yet saved
+        gateway.kill()
+        api.hold_downloads = False
+        gateway.start()
+        await api.until(lambda: api.find("Read it."))
+    saved = chat_folder(home) / "notes.txt"
+    assert saved.read_bytes() == b"remember the milk"
+    assert str(saved) in last_user_content(server) and "keep this" in last_user_content(server)
 
 
 async def test_an_update_the_store_could_not_take_is_not_confirmed_and_comes_again(

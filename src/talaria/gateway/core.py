@@ -19,7 +19,16 @@ from typing import Any
 from talaria.gateway import access
 from talaria.gateway.chat import AgentFactory, ChatSession, GatewayContext, GatewayStore
 from talaria.gateway.delivery import Outbox, Sleep
-from talaria.gateway.platform import ADAPTERS, ButtonPress, ChatRef, Inbound, Platform, Update
+from talaria.gateway.platform import (
+    ADAPTERS,
+    Attachment,
+    ButtonPress,
+    ChatRef,
+    FetchesFiles,
+    Inbound,
+    Platform,
+    Update,
+)
 from talaria.gateway.settings import PlatformSettings
 from talaria.gateway.view import ChatUI
 from talaria.offload import run_blocking
@@ -42,22 +51,33 @@ def load_platform(settings: PlatformSettings) -> Platform:
 
 
 def payload(message: Inbound) -> dict[str, Any]:
-    """What the ledger keeps of an update, to handle it again after a crash."""
+    """What the ledger keeps of an update, to handle it again after a crash (of a file: how
+    to download it again, never its bytes)."""
     return {
         "chat_id": message.chat.chat_id, "thread_id": message.chat.thread_id,
         "message_id": message.message_id, "sender_id": message.sender_id,
         "sender_name": message.sender_name, "text": message.text,
         "is_direct": message.is_direct, "mentioned": message.mentioned,
         "reply_to_bot": message.reply_to_bot,
+        "files": [[a.name, a.mime_type, a.size, a.url] for a in message.attachments],
     }  # fmt: skip
 
 
-def from_payload(platform: str, data: dict[str, Any]) -> Inbound:
-    chat = ChatRef(platform, data["chat_id"], data.get("thread_id"))
+def from_payload(platform: Platform, name: str, data: dict[str, Any]) -> Inbound:
+    """The update again; its files are downloaded again where the platform can (else the
+    chat says so)."""
+    chat = ChatRef(name, data["chat_id"], data.get("thread_id"))
+    refetch = platform.fetch_file if isinstance(platform, FetchesFiles) else None
+    attachments = tuple(
+        Attachment(file_name, mime, size=size, url=url,
+                   fetch=functools.partial(refetch, url) if refetch and url else None)
+        for file_name, mime, size, url in data.get("files") or ()
+    )  # fmt: skip
     return Inbound(
         chat, data["message_id"], data["sender_id"], data["text"],
         sender_name=data.get("sender_name", ""), is_direct=bool(data.get("is_direct")),
         mentioned=bool(data.get("mentioned")), reply_to_bot=bool(data.get("reply_to_bot")),
+        attachments=attachments,
     )  # fmt: skip
 
 
@@ -105,7 +125,7 @@ class Gateway:
             await conn.platform.start(functools.partial(self._received, conn))
             await conn.ctx.outbox.resend_pending()  # connected first: IRC cannot send before
             for data in unfinished:
-                await self._handle(conn, from_payload(conn.settings.name, data))
+                await self._handle(conn, from_payload(conn.platform, conn.settings.name, data))
 
     async def stop(self) -> None:
         """Stop the turns (what they completed is saved), then disconnect."""

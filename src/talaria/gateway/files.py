@@ -73,7 +73,7 @@ async def fetched(attachment: Attachment) -> bytes:
     if attachment.data is not None:
         return attachment.data
     if attachment.fetch is None:
-        raise ValueError(f"{attachment.name}: the platform gave no way to download it")
+        raise ValueError("the gateway restarted before saving it; please send it again")
     return await attachment.fetch()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -48,7 +49,6 @@ FINAL_ERRORS = frozenset({"M_FORBIDDEN", "M_NOT_FOUND", "M_UNKNOWN_TOKEN", "M_BA
 """Refusals that sending again cannot fix."""
 REMEMBERED = 2000
 """How many of its own messages (and open questions) the adapter remembers per process."""
-MAX_DOWNLOAD = 20 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +174,7 @@ class MatrixPlatform:
             if press is not None:
                 return press
         else:
-            attachments = await self._download(event)
+            attachments = self._attachment(event)
         room = self._client.rooms.get(room_id)
         return Inbound(
             chat=chat,
@@ -237,17 +237,18 @@ class MatrixPlatform:
             and response.event.sender == self.settings.user_id
         )
 
-    async def _download(self, event: Any) -> tuple[Attachment, ...]:
-        from nio import DownloadResponse
-
+    def _attachment(self, event: Any) -> tuple[Attachment, ...]:
+        """The event's file, downloaded only when the gateway fetches it (not a stranger's)."""
         info = event.source.get("content", {}).get("info") or {}
         mime = str(info.get("mimetype") or "application/octet-stream")
-        if int(info.get("size") or 0) > MAX_DOWNLOAD:
-            return (Attachment(event.body, mime, url=event.url),)
-        response = await self._client.download(mxc=event.url)
-        if not isinstance(response, DownloadResponse):
-            return (Attachment(event.body, mime, url=event.url),)
-        return (Attachment(event.body, mime, data=response.body),)
+        size = int(info.get("size") or 0) or None
+        fetch = functools.partial(self.fetch_file, event.url)
+        return (Attachment(event.body, mime, url=event.url, size=size, fetch=fetch),)
+
+    async def fetch_file(self, url: str) -> bytes:
+        """The bytes behind an `mxc://` URI, from the homeserver's media repository."""
+        response = _check(await self._client.download(mxc=url))
+        return bytes(response.body)
 
     # ---- sending ---------------------------------------------------------------------------
 

@@ -55,6 +55,8 @@ class Attachment:
     """As the platform claims it (an image is recognised by its bytes, not by this)."""
     data: bytes | None = None
     url: str | None = None
+    """The platform's reference to download the file again (a URL, an `mxc://` URI, a
+    Telegram file id), which the ledger keeps (`FetchesFiles`)."""
     size: int | None = None
     """The size the platform announced, checked against the limit before downloading."""
     fetch: Callable[[], Awaitable[bytes]] | None = field(default=None, compare=False, repr=False)
@@ -196,6 +198,14 @@ class SendsFiles(Protocol):
         """Post the file at `path` (an image when it is one, else a document); the message
         id. `key` is unique to this file of this answer, as `Platform.send`'s is."""
         ...
+
+
+@runtime_checkable
+class FetchesFiles(Protocol):
+    """A platform that can download a file from its `Attachment.url` alone: after a restart
+    the gateway has only what the ledger kept of a message it took in but never answered."""
+
+    async def fetch_file(self, url: str) -> bytes: ...
 
 
 PlatformFactory = Callable[[str, Mapping[str, Any]], Platform]

@@ -129,12 +129,12 @@ class SlackPlatform:
                     str(file.get("mimetype") or "application/octet-stream"),
                     url=url,
                     size=int(file.get("size") or 0) or None,
-                    fetch=functools.partial(self._download, url),
+                    fetch=functools.partial(self.fetch_file, url),
                 )
             )
         return tuple(shared)
 
-    async def _download(self, url: str) -> bytes:
+    async def fetch_file(self, url: str) -> bytes:
         """A shared file's bytes, with the bot token, never more than the gateway takes."""
         headers = {"Authorization": f"Bearer {self.web.token}"}
         timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)

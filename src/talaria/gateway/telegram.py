@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
@@ -166,12 +167,14 @@ class TelegramPlatform:
         return (self._attachment(document.file_id, name, mime, document.file_size),)
 
     def _attachment(self, file_id: str, name: str, mime: str, size: int | None) -> Attachment:
-        async def fetch() -> bytes:
-            with _translated():
-                found = await self.bot.get_file(file_id)
-                return bytes(await found.download_as_bytearray())
+        fetch = functools.partial(self.fetch_file, file_id)
+        return Attachment(name, mime, size=size, url=file_id, fetch=fetch)
 
-        return Attachment(name, mime, size=size, fetch=fetch)
+    async def fetch_file(self, url: str) -> bytes:
+        """The bytes of the file with this file id (`getFile`, then the download)."""
+        with _translated():
+            found = await self.bot.get_file(url)
+            return bytes(await found.download_as_bytearray())
 
     async def send(
         self,
