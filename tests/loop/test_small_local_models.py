@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from helpers import MODES, base_url
+from helpers import MODES, add, base_url, tool_results
 from pty_terminal import TALARIA, Terminal
 from talaria import Agent, TurnFailed
 from talaria.providers.profiles.context_windows import forget_endpoint_windows
-from talaria.testing import ScriptedProvider, text
+from talaria.testing import Reply, ScriptedCall, ScriptedProvider, text
 
 FIELDS = {
     "chat_completions": "max_tokens",
@@ -64,6 +64,24 @@ def test_the_limit_is_capped_and_model_max_tokens_wins(tmp_path: Path) -> None:
         with agent(server, tmp_path, config={"model.max_tokens": 300}) as a:
             a.chat("two")
         assert sent_limit(server, "chat_completions") == 300
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_cut_off_by_the_limit_is_asked_again_once_within_the_window(
+    tmp_path: Path, mode: str
+) -> None:
+    """Before: asked twice more, the limit doubled each time past the window (3000, 6000,
+    12000 tokens): a small model that repeats itself kept generating for minutes."""
+    cut = Reply(
+        tool_calls=[ScriptedCall("add", '{"a": 1, "b": 2222222222222')], finish_reason="length"
+    )
+    config = {"model.max_tokens": 3000}
+    server = ScriptedProvider([cut, cut, cut, text("never asked")], n_ctx=4096)
+    with server, agent(server, tmp_path, mode, tools=[add], config=config) as a:
+        result = a.run_conversation("add them")
+    assert [request.body.get(FIELDS[mode]) for request in server.requests] == [3000, 4096]
+    assert result["failed"] and "cut off by the output limit" in result["error"]
+    assert not tool_results(result), "a cut-off call never runs"
 
 
 def test_the_big_apis_keep_their_own_limits(tmp_path: Path) -> None:

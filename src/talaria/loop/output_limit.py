@@ -29,9 +29,15 @@ async def output_limit(rt: Runtime) -> int | None:
     reasoning = profile.encrypted_reasoning or not profile.supports_temperature
     if not profile.output_limit_from_window or profile.output_limit_default or reasoning:
         return None
+    window = await served_window(rt)
+    if not window:
+        return None  # nothing known to derive it from (compression off, no context_length)
+    return max(1, min(window // WINDOW_SHARE, DEFAULT_CAP))
+
+
+async def served_window(rt: Runtime) -> int | None:
+    """``model.context_length``, else the context engine's window; None when neither knows."""
     window = rt.config.model.context_length
     if not window and rt.context is not None:
         window = await rt.context.window(rt)
-    if not window:
-        return None  # nothing known to derive it from (compression off, no context_length)
-    return max(1, min(int(window) // WINDOW_SHARE, DEFAULT_CAP))
+    return int(window) if window else None

@@ -5,7 +5,8 @@ reasoning-only reply is asked again once with a note (in the API copy only), the
 provider is tried, then the turn fails with the reason (never a placeholder posing as the
 answer). Text cut off by the output limit is continued and joined into one answer while the
 continuations make progress. Tool calls cut off by the output limit are never run: the call is
-retried, with more output room when ``model.max_tokens`` is set. A refusal ends the turn at once.
+retried once, with twice the output room but never more than the window (doubling without end
+kept a small model that repeats itself generating for minutes). A refusal ends the turn at once.
 Where the model's profile says so (custom and local endpoints), an answer that is a tool call
 written as text is read as that call (`loop.text_tool_calls`), with a notice.
 """
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from talaria.loop.held_text import HeldText
 
 MAX_CONTINUATIONS = 3
-MAX_TRUNCATION_RETRIES = 2
+MAX_TRUNCATION_RETRIES = 1
 
 EMPTY_NOTE = (
     "[Your previous reply contained no answer: no text and no tool call. Continue from where "
@@ -89,11 +90,14 @@ async def obtain_response(
     interrupt: InterruptSignal,
     *,
     text_calls: bool = False,
+    window: int | None = None,
 ) -> CallResult:
     """A usable response for the current history, or a `ProviderError` saying why not.
-    `text_calls`: read tool calls written as text (on custom and local endpoints)."""
+    `text_calls`: read tool calls written as text (on custom and local endpoints); `window`:
+    the most output room a retried cut-off call may get."""
     repair = _Repair(caller, build, stream, interrupt)
     repair.text_calls = text_calls
+    repair.window = window
     return await repair.run()
 
 
@@ -120,6 +124,7 @@ class _Repair:
         self.truncations = 0
         self.max_tokens = self.request.max_tokens
         self.text_calls = False
+        self.window: int | None = None
 
     async def run(self) -> CallResult:
         while True:
@@ -240,7 +245,8 @@ class _Repair:
                 )
             self.truncations = 0
         elif self.max_tokens is not None:
-            self.max_tokens *= 2
+            doubled = self.max_tokens * 2
+            self.max_tokens = max(self.max_tokens, min(doubled, self.window or doubled))
         names = ", ".join(call.name for call in result.response.tool_calls)
         grown = f" with max_tokens {self.max_tokens}" if self.max_tokens is not None else ""
         self.caller.emit(

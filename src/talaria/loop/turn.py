@@ -41,7 +41,7 @@ from talaria.events import (
 from talaria.interrupt import Interrupted
 from talaria.loop.budget import SUMMARY_REQUEST, IterationBudget
 from talaria.loop.guard import REFUSED_RESULT, STOPPED_RESULT, LoopGuard
-from talaria.loop.output_limit import output_limit
+from talaria.loop.output_limit import output_limit, served_window
 from talaria.loop.prepare import build_messages, build_request
 from talaria.loop.repair_response import obtain_response
 from talaria.loop.runtime import Runtime
@@ -398,10 +398,11 @@ async def _obtain(
     """A usable response; a prompt too long for the window is compressed and resent while
     compression still makes room (a few times at most)."""
     text_calls = bool(rt.config.tools.text_calls)
+    window = await served_window(rt)
     for _ in range(MAX_OVERFLOW_RETRIES):
         try:
             return await obtain_response(
-                rt.caller, build, stream, rt.interrupt, text_calls=text_calls
+                rt.caller, build, stream, rt.interrupt, text_calls=text_calls, window=window
             )
         except ProviderError as error:
             if action_for(error.kind) is not Action.COMPRESS or rt.context is None:
@@ -409,7 +410,9 @@ async def _obtain(
             rt.emit(Notice("warning", f"{error.message}; compressing the history and retrying"))
             if not await rt.context.compress(rt, session, state):
                 raise
-    return await obtain_response(rt.caller, build, stream, rt.interrupt, text_calls=text_calls)
+    return await obtain_response(
+        rt.caller, build, stream, rt.interrupt, text_calls=text_calls, window=window
+    )
 
 
 def _price(usage: Usage, model: ModelClient | ChainEntry) -> None:
