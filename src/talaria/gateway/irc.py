@@ -21,7 +21,6 @@ Settings: `server`, `port` (6667, or 6697 with `tls`), `tls` (false), `nick`, `c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import re
@@ -42,6 +41,7 @@ from talaria.gateway.platform import (
     NotSent,
     PlatformError,
     Sink,
+    end_tasks,
 )
 
 log = logging.getLogger("talaria.gateway.irc")
@@ -98,11 +98,7 @@ class IrcPlatform:
 
     async def stop(self) -> None:
         self._stopping = True
-        for task in (self._task, self._reconnecting):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await end_tasks(self._task, self._reconnecting)
         if self._conn is not None and self._conn.is_connected():
             self._conn.quit("talaria gateway stopping")
             self._conn.disconnect()

@@ -21,6 +21,8 @@ Delivery contract (docs/gateway.md, "Delivery"):
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +208,15 @@ class FetchesFiles(Protocol):
     the gateway has only what the ledger kept of a message it took in but never answered."""
 
     async def fetch_file(self, url: str) -> bytes: ...
+
+
+async def end_tasks(*tasks: asyncio.Task[None] | None) -> None:
+    """Cancel an adapter's own tasks (receiving, reconnecting) and wait until they ended."""
+    for task in tasks:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 PlatformFactory = Callable[[str, Mapping[str, Any]], Platform]

@@ -7,6 +7,10 @@ is a chat state (XEP-0085), both shown by the common clients. A file sent back g
 the server's HTTP upload service (XEP-0363) and arrives as a link marked as a file
 (XEP-0066). XMPP has no buttons, so a question is answered with `/approve ID` or
 `/deny ID`. Updates reach the gateway one at a time, in the order the server sent them.
+
+A message or correction counts as sent once the server has answered a ping (XEP-0199) sent
+after it: the server has it then. When the server drops the bot, it connects again with
+growing pauses (and joins its rooms again); a send waits for that, or fails with `NotSent`.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from talaria.gateway.platform import (
     Capabilities,
     ChatRef,
     Inbound,
+    NotSent,
     PlatformError,
     Sink,
+    end_tasks,
 )
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,11 @@ PLUGINS = ("xep_0030", "xep_0045", "xep_0066", "xep_0085", "xep_0199", "xep_0203
 """Discovery, rooms, out-of-band links, chat states, ping, delayed delivery, corrections,
 stanza ids, HTTP upload."""
 START_S = 60.0
+CONNECT_WAIT_S = 30.0
+"""How long a send waits for the bot to be back after the server dropped it."""
+CONFIRM_S = 30.0
+FIRST_RETRY_S = 1.0
+MAX_RETRY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +87,11 @@ class XmppPlatform:
         self._sink: Sink | None = None
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._online = asyncio.Event()
+        """Set while a session is up (rooms joined); cleared when the connection is lost."""
+        self._reconnecting: asyncio.Task[None] | None = None
+        self._pause = FIRST_RETRY_S
+        self._stopping = False
         self._mention = re.compile(rf"(?<![\w@]){re.escape(settings.nick)}\b", re.IGNORECASE)
 
     # ---- connecting and receiving ---------------------------------------------------------
@@ -101,8 +117,12 @@ class XmppPlatform:
                 await client.get_roster()
                 for room in s.rooms:
                     await client.plugin["xep_0045"].join_muc_wait(JID(room), s.nick, maxstanzas=0)
+                self._online.set()
+                self._pause = FIRST_RETRY_S
                 if not ready.done():
                     ready.set_result(None)
+                else:
+                    log.warning("xmpp %s: connected again", self.name)
             except Exception as error:
                 if not ready.done():
                     ready.set_exception(error)
@@ -113,6 +133,7 @@ class XmppPlatform:
 
         client.add_event_handler("session_start", session_start)
         client.add_event_handler("failed_all_auth", failed)
+        client.add_event_handler("disconnected", self._on_disconnected)
         client.add_event_handler("message", self._on_message)
         client.add_event_handler("groupchat_message", self._on_room_message)
         self._client, self._sink = client, sink
@@ -125,14 +146,30 @@ class XmppPlatform:
             raise
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        self._stopping = True
+        await end_tasks(self._task, self._reconnecting)
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._client.disconnect(), 10)
         self._sink = None
+
+    def _on_disconnected(self, reason: Any) -> None:
+        was_online = self._online.is_set()
+        self._online.clear()
+        if self._stopping or (self._reconnecting is not None and not self._reconnecting.done()):
+            return
+        if was_online:
+            log.warning("xmpp %s: the server dropped the connection (%s)", self.name, reason)
+        self._reconnecting = asyncio.create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        """Connect again after a pause that doubles while attempts fail (a session that
+        starts resets it); slixmpp itself retries a connection that cannot be made."""
+        await asyncio.sleep(self._pause)
+        self._pause = min(self._pause * 2, MAX_RETRY_S)
+        if not self._stopping:
+            s = self.settings
+            self._client.connect(s.host or None, s.port if s.host else None)
 
     async def _deliver(self) -> None:
         while True:
@@ -185,18 +222,22 @@ class XmppPlatform:
         reply_to: str | None = None,
     ) -> str:
         message_id = _sent_id(key)
+        await self._online_now()
         self._message(chat, text, message_id).send()
+        await self._confirm()
         return message_id
 
     async def edit(
         self, chat: ChatRef, message_id: str, text: str, *, buttons: Sequence[Button] = ()
     ) -> None:
+        await self._online_now()
         correction = self._message(chat, text, f"talaria-{uuid.uuid4().hex[:24]}")
         correction["replace"]["id"] = message_id
         correction.send()
+        await self._confirm()
 
     async def typing(self, chat: ChatRef) -> None:
-        if not self._is_room(chat):
+        if not self._is_room(chat) and self._online.is_set():
             notice = self._client.make_message(mto=chat.chat_id, mtype="chat")
             notice["chat_state"] = "composing"
             notice.send()
@@ -224,9 +265,25 @@ class XmppPlatform:
         message.send()
         return str(message["id"])
 
+    async def _online_now(self) -> None:
+        """Until a session is up (waiting out a reconnect); `NotSent` if it stays down."""
+        try:
+            await asyncio.wait_for(self._online.wait(), CONNECT_WAIT_S)
+        except TimeoutError:
+            raise NotSent(f"xmpp {self.name}: not connected") from None
+
+    async def _confirm(self) -> None:
+        """Until the server answers a ping sent after what came before (it has that then)."""
+        from slixmpp.exceptions import IqTimeout
+
+        try:
+            await self._client.plugin["xep_0199"].ping(timeout=CONFIRM_S)
+        except IqTimeout:
+            raise ConnectionError(f"xmpp {self.name}: the server did not answer") from None
+
     def _message(self, chat: ChatRef, text: str, message_id: str) -> Any:
-        if self._client is None or not self._client.is_connected():
-            raise ConnectionError(f"xmpp {self.name}: not connected")
+        if self._client is None or not self._online.is_set():
+            raise NotSent(f"xmpp {self.name}: not connected")
         room = self._is_room(chat)
         message = self._client.make_message(
             mto=chat.chat_id, mbody=text, mtype="groupchat" if room else "chat"
