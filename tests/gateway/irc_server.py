@@ -19,6 +19,10 @@ Name = irc.talaria.test
 Info = talaria gateway tests
 Listen = 127.0.0.1
 Ports = {port}
+[SSL]
+CertFile = {cert}
+KeyFile = {key}
+Ports = {tls_port}
 [Limits]
 MaxNickLength = 30
 [Options]
@@ -34,13 +38,21 @@ class IrcServer:
         self.binary = require("/usr/sbin/ngircd", "the ngircd package")
         self.process = ServerProcess("ngircd")
         self.port = free_port()
+        self.tls_port = free_port()
+        """Where it speaks TLS, with a certificate for 127.0.0.1 that `cert` holds."""
+        self.cert = self.process.directory / "cert.pem"
 
     def start(self) -> None:
+        from talaria.testing.tls import self_signed_certificate
+
+        cert, key = self_signed_certificate(self.process.directory)
+        key.chmod(0o644)  # ngIRCd may read it as another user
         config = self.process.directory / "ngircd.conf"
-        config.write_text(CONFIG.format(port=self.port))
+        config.write_text(CONFIG.format(port=self.port, tls_port=self.tls_port, cert=cert, key=key))
         config.chmod(0o644)
         self.process.spawn([self.binary, "--nodaemon", "--config", str(config)])
         self.process.wait_listening(self.port)
+        self.process.wait_listening(self.tls_port)
 
 
 @pytest.fixture(scope="session")

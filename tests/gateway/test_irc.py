@@ -4,6 +4,7 @@ people talking to it from plain IRC connections, the model scripted."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ from gateway_support import Gate, Harness, running_gateway
 from helpers import FOREVER
 from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.irc import LINE_BYTES, IrcPlatform, irc_lines
-from talaria.testing import ScriptedProvider, calls, text
+from talaria.testing import ScriptedProvider, call, calls, text
 
 BOT, CHANNEL = "talaria", "#talaria"
 pytestmark = pytest.mark.ngircd
@@ -169,6 +170,39 @@ async def test_a_file_the_answer_names_is_not_sent_and_the_chat_says_why(
     ]
 
 
+@pytest.mark.parametrize(
+    ("mode", "ack", "answers"),
+    [("interrupt", "Stopping", ["two"]), ("steer", "Noted", ["one"])],
+)
+async def test_a_busy_chat_interrupts_or_steers(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+    mode: str,
+    ack: str,
+    answers: list[str],
+) -> None:
+    gate = Gate()
+    first = text("one", delay=FOREVER)  # interrupted: it never answers
+    if mode == "steer":
+        first = gate.hold(call("add", {"a": 1, "b": 1}))
+    server = ScriptedProvider([first, text("one" if mode == "steer" else "two")])
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server, settings={"busy": mode}) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            alice.say(_bot(gw), "first")
+            await alice.until(lambda: server.requests)
+            alice.say(_bot(gw), "second")
+            await alice.until(lambda: any(t.startswith(ack) for t in alice.texts()))
+            gate.open()
+            await alice.until(lambda: answers[-1] in alice.texts())
+            await asyncio.sleep(0.2)  # a stale reply would have been sent by now
+    assert [t for t in alice.texts() if t in ("one", "two")] == answers
+    if mode == "steer":  # one turn, whose next model call saw the second message
+        assert "second" in str(server.requests[1].body["messages"]) and len(server.requests) == 2
+
+
 async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
     tmp_path: Path,
     irc_server: IrcServer,  # noqa: F811
@@ -228,3 +262,24 @@ def test_long_lines_are_cut_within_the_protocol_limit() -> None:
     lines = irc_lines("é" * 500 + "\n\nshort")
     assert all(len(line.encode()) <= LINE_BYTES for line in lines)
     assert "".join(lines[:-1]) == "é" * 500 and lines[-1] == "short"
+
+
+async def test_over_tls_the_bot_checks_the_server_certificate(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    options = {"server": "127.0.0.1", "port": irc_server.tls_port, "tls": True,
+               "nick": _nick(tmp_path), "channels": [CHANNEL]}  # fmt: skip
+    with pytest.raises(ssl.SSLCertVerificationError):  # a certificate nobody vouched for
+        await IrcPlatform("irc", options).start(lambda update: asyncio.sleep(0))
+    monkeypatch.setenv("SSL_CERT_FILE", str(irc_server.cert))  # now trusted
+    server = ScriptedProvider([text("Over TLS.")])
+    with server:
+        async with (
+            running_gateway(server, tmp_path, platform=IrcPlatform("irc", options),
+                            settings={"allow_users": ["alice"]}) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):  # fmt: skip
+            alice.say(_bot(gw), "hi")
+            await alice.until(lambda: "Over TLS." in alice.texts())

@@ -14,8 +14,9 @@ crash or a dropped connection is still pending in the ledger and is sent again. 
 server drops the bot, it connects again with growing pauses and sends what waited; a nick
 still held by the lost connection is taken with a `_` appended.
 
-Settings: `server`, `port` (6667, or 6697 with `tls`), `tls` (false), `nick`, `channels`
-(a list), `password` (the server's).
+Settings: `server`, `port` (6667, or 6697 with `tls`), `tls` (false: TLS from the first
+byte, the server's certificate and name checked), `nick`, `channels` (a list), `password`
+(the server's). No SASL: see docs/gateway-irc.md.
 """
 
 from __future__ import annotations
