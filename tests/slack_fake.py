@@ -129,7 +129,14 @@ class FakeSlack:
         return self._envelope("events_api", payload)
 
     def user_shares_file(
-        self, data: bytes, name: str, mime: str, *, text: str = "", size: int | None = None
+        self,
+        data: bytes,
+        name: str,
+        mime: str,
+        *,
+        text: str = "",
+        size: int | None = None,
+        user: str = "U1",
     ) -> dict[str, Any]:
         """A `file_share` message, its file described as Slack does (size as announced)."""
         file_id = f"F{next(self._file_ids):08d}"
@@ -137,11 +144,11 @@ class FakeSlack:
         private = f"http://127.0.0.1:{self.port}/files-pri/T1-{file_id}"
         file = {"id": file_id, "created": int(time.time()), "timestamp": int(time.time()),
                 "name": name, "title": name, "mimetype": mime, "filetype": "binary",
-                "user": "U1", "size": len(data) if size is None else size, "mode": "hosted",
+                "user": user, "size": len(data) if size is None else size, "mode": "hosted",
                 "is_external": False, "is_public": False,
                 "url_private": f"{private}/{name}",
                 "url_private_download": f"{private}/download/{name}"}  # fmt: skip
-        event = {"type": "message", "subtype": "file_share", "channel": "D1", "user": "U1",
+        event = {"type": "message", "subtype": "file_share", "channel": "D1", "user": user,
                  "text": text, "ts": self._next_ts(), "channel_type": "im", "files": [file],
                  "upload": False}  # fmt: skip
         payload = {"token": "t", "team_id": "T1", "api_app_id": "A1", "event": event,

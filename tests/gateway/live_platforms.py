@@ -290,6 +290,16 @@ class XmppPerson:
     async def say(self, text: str) -> None:
         self.last = (text, self.user.say(self.bot_jid, text))
 
+    async def send_file(self, name: str, data: bytes) -> None:
+        """Uploaded to the server (XEP-0363), its link sent marked as a file (XEP-0066)."""
+        client = self.user.client
+        url = await client.plugin["xep_0363"].upload_file(
+            name, len(data), "text/plain", input_file=io.BytesIO(data), timeout=30
+        )
+        message = client.make_message(mto=self.bot_jid, mbody=url, mtype="chat")
+        message["oob"]["url"] = url
+        message.send()
+
     async def shown(self) -> list[str]:
         return [m.body for m in self.user.received if m.sender.startswith(self.bot_jid)]
 

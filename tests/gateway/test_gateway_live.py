@@ -185,7 +185,6 @@ async def test_files_the_answer_names_are_sent_back(live: Live, tmp_path: Path) 
     await alice.close()
 
 
-@pytest.mark.parametrize("live", PLATFORMS[:2], indirect=True)  # XMPP takes no files yet
 async def test_a_file_sent_to_the_bot_is_saved_in_the_chat_folder(
     live: Live, tmp_path: Path
 ) -> None:

@@ -83,12 +83,13 @@ async def test_a_stranger_gets_nothing_and_reaches_no_model(tmp_path: Path) -> N
         async with slack_gateway(server, tmp_path, api, settings={"pairing": False}) as gw:
             api.user_says("<@UBOT> hi", user=MALLORY, channel="C1", channel_type="channel")
             api.user_says("hello", user=MALLORY, channel="D9")
+            api.user_shares_file(b"payload", "x.bin", "application/octet-stream", user=MALLORY)
             api.user_says("chatting, not to the bot", channel="C1", channel_type="channel")
             api.user_says("<@UBOT> hi", channel="C1", channel_type="channel")
             await api.until(lambda: api.find("for alice"))
             await gw.until(lambda: not gw.store.ledger_unfinished_inbound("slack"))
     assert api.texts() == ["for alice"] and api.messages[0].channel == "C1"
-    assert len(server.requests) == 1
+    assert len(server.requests) == 1 and not api.downloads  # a stranger's file stays unread
     assert server.requests[0].body["messages"][-1]["content"] == "hi"
 
 

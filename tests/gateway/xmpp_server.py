@@ -110,7 +110,7 @@ class XmppUser:
 
         self.jid = f"{name}@{DOMAIN}"
         self.client = ClientXMPP(f"{self.jid}/phone", server.passwords[self.jid])
-        for plugin in ("xep_0030", "xep_0045", "xep_0066", "xep_0085", "xep_0308"):
+        for plugin in ("xep_0030", "xep_0045", "xep_0066", "xep_0085", "xep_0308", "xep_0363"):
             self.client.register_plugin(plugin)
         self.client.enable_starttls = self.client.enable_direct_tls = False
         self.client.enable_plaintext = True

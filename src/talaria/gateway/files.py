@@ -15,6 +15,7 @@ import base64
 import itertools
 import mimetypes
 import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ MAX_FILE_BYTES = 20 * 1024 * 1024
 FOLDER = "chat-files"
 """Under the agent's working directory: one folder per chat."""
 MAX_NAME = 100
+DOWNLOAD_TIMEOUT_S = 120.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 _MEDIA_LINE = re.compile(r"^[ \t]*MEDIA:[ \t]*(\S[^\n]*?)[ \t]*$", re.MULTILINE)
 
@@ -62,6 +64,29 @@ def save(folder: Path, name: str, data: bytes) -> Path:
 def mime_type(name: str, data: bytes) -> str:
     """What a file sent back is: an image by its bytes, else by its name's extension."""
     return image_type(data) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+async def download(url: str, headers: dict[str, str] | None = None) -> bytes:
+    """The bytes at an http(s) URL, never more than `MAX_FILE_BYTES` (redirects refused: a
+    platform answers one for a missing permission). Needs aiohttp (the Slack and XMPP
+    extras)."""
+    import aiohttp
+
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ValueError(f"{url}: not an http(s) link")
+    timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.get(url, headers=headers or {}, allow_redirects=False) as response,
+    ):
+        if response.status != 200:
+            raise ConnectionError(f"the download answered HTTP {response.status}")
+        data = bytearray()
+        async for chunk in response.content.iter_chunked(1 << 16):
+            data += chunk
+            if len(data) > MAX_FILE_BYTES:
+                raise ValueError(f"it is over the {MAX_FILE_BYTES >> 20} MB limit")
+    return bytes(data)
 
 
 def too_large(attachment: Attachment) -> bool:

@@ -5,8 +5,9 @@ one-to-one chats; the rooms listed in `rooms` are joined under `nick`, and there
 addressed by its nick. Edits are Last Message Corrections (XEP-0308) and the typing indicator
 is a chat state (XEP-0085), both shown by the common clients. A file sent back goes through
 the server's HTTP upload service (XEP-0363) and arrives as a link marked as a file
-(XEP-0066). XMPP has no buttons, so a question is answered with `/approve ID` or
-`/deny ID`. Updates reach the gateway one at a time, in the order the server sent them.
+(XEP-0066); a file a user sends that way (in a one-to-one chat) is downloaded from its
+link. XMPP has no buttons, so a question is answered with `/approve ID` or `/deny ID`.
+Updates reach the gateway one at a time, in the order the server sent them.
 
 A message or correction counts as sent once the server has answered a ping (XEP-0199) sent
 after it: the server has it then. When the server drops the bot, it connects again with
@@ -17,10 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import io
 import logging
+import mimetypes
 import re
+import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from typing import Any
 from talaria.gateway import files
 from talaria.gateway.adapter_settings import read_settings
 from talaria.gateway.platform import (
+    Attachment,
     Button,
     Capabilities,
     ChatRef,
@@ -191,10 +196,26 @@ class XmppPlatform:
         if sender == self.settings.jid:
             return
         chat = ChatRef(self.name, sender)
+        attachments = self._linked_file(msg)
+        text = "" if attachments else msg["body"]
         self._queue.put_nowait(
-            Inbound(chat, _message_id(msg), sender, msg["body"], sender_name=msg["from"].user,
-                    is_direct=True)
+            Inbound(chat, _message_id(msg), sender, text, sender_name=msg["from"].user,
+                    is_direct=True, attachments=attachments)
         )  # fmt: skip
+
+    def _linked_file(self, msg: Any) -> tuple[Attachment, ...]:
+        """A file a client sent as clients do: its upload link as the whole body, marked as a
+        file (XEP-0066); downloaded only when the gateway fetches it."""
+        url = str(msg["oob"]["url"] or "")
+        if not url or msg["body"].strip() != url:
+            return ()
+        name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+        mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return (Attachment(name, mime, url=url, fetch=functools.partial(self.fetch_file, url)),)
+
+    async def fetch_file(self, url: str) -> bytes:
+        """The bytes behind a file's link (http or https only)."""
+        return await files.download(url)
 
     def _on_room_message(self, msg: Any) -> None:
         room, nick = msg["from"].bare, msg["mucnick"]
