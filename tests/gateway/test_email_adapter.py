@@ -7,12 +7,17 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
 
 import pytest
+from live_platforms import LiveMail, until_shown
 from mail_server import MailServer, mail_server  # noqa: F401
 from started_adapter import WAIT_S, Started
 
+from gateway_support import running_gateway
 from talaria.gateway.email import EmailPlatform, create
+from talaria.testing import ScriptedProvider, text
 
 pytestmark = pytest.mark.dovecot
 
@@ -115,3 +120,30 @@ async def test_automatic_mail_is_never_answered(bot: Bot, mail_server: MailServe
     mail_server.send(mail(other, me, "Hi", "a person"))
     assert (await bot.next_message()).text == "a person"
     assert bot.updates.empty()
+
+
+async def test_a_burst_of_mail_is_answered_in_arrival_order(
+    mail_server: MailServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    live = LiveMail(mail_server)
+    bot = live.bot()
+    alice = await live.person("alice", bot)
+    said = [f"message {n}" for n in range(1, 6)]
+    for line in said:  # all in the mailbox before the gateway looks: one burst
+        await alice.say(line)
+
+    def echo(body: dict[str, Any]) -> Any:
+        asked = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
+        return text(f"re: {asked.strip()}")
+
+    with ScriptedProvider([echo] * len(said)) as server:
+        async with running_gateway(
+            server, tmp_path, platform=bot, settings={"allow_users": [alice.user_id]}
+        ):
+            shown = await until_shown(alice, lambda s: len(answers(s)) == len(said))
+    assert answers(shown) == [f"re: {line}" for line in said]  # in the order they came
+
+
+def answers(shown: list[str]) -> list[str]:
+    return [m for m in shown if m.startswith("re: ")]
