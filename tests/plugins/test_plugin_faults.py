@@ -177,3 +177,26 @@ def test_serve_survives_a_plugin_tool_that_exits_and_answers_the_next_request(
         "Error: count tried to end the process (exit status 2); the call failed and nothing "
         "else was stopped."
     ]
+
+
+def test_serve_warns_once_about_a_broken_plugin_however_many_requests_it_answers(
+    tmp_path: Path,
+) -> None:
+    home = _home(tmp_path / "home", {"syntax.py": BROKEN["syntax.py"]})
+    script = [text("one"), text("two"), text("three")]
+    with (
+        ScriptedProvider(script) as server,
+        ServeProcess(server, home) as serve,
+        serve.http() as client,
+    ):
+        for question in ("one", "two", "three"):
+            body = {"model": "talaria", "messages": [{"role": "user", "content": question}]}
+            answer = client.post("/v1/chat/completions", json=body)
+            assert answer.json()["choices"][0]["message"]["content"] == question
+    warnings = [
+        line for line in (home / "serve.log").read_text().splitlines() if "syntax.py" in line
+    ]
+    assert warnings == [
+        "talaria: warning: plugin syntax.py failed to load (import failed: syntax error at "
+        "line 1: expected ':'); skipped"
+    ]

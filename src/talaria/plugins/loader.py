@@ -5,7 +5,8 @@ A plugin is a module (or object) with a `register(bus)` function. They come from
 `Agent(plugins=[...])`. A plugin that fails to load (it does not import, has a syntax error,
 calls `sys.exit`, or its `register` raises) is skipped with one warning that names it and the
 reason: a `PluginFailure` for the caller to show (the agent emits it as a `Notice`) and one
-line on the `talaria.plugins.load` logger (the CLI prints it on stderr). A plugin the
+line on the `talaria.plugins.load` logger (the CLI prints it on stderr), once per process
+however many agents load it. A plugin the
 configuration names in `plugins.required` (a guard the user relies on) that fails to load or is
 not found stops the agent instead: a `ConfigError`, so nothing runs unguarded.
 """
@@ -40,6 +41,11 @@ class PluginFailure:
         return f"plugin {self.name} failed to load ({self.reason}); skipped"
 
 
+_logged: set[PluginFailure] = set()
+"""Failures already on the log: each one is logged once per process, while every agent still
+emits its own `Notice` (each front end's stream shows it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Found:
     """A plugin that imported, under the name it is known by (entry point or file name)."""
@@ -70,7 +76,9 @@ def load_plugins(
         loaded.append(item.name)
     _check_required(required, loaded, failures)  # its error is the one line, no warning
     for failure in failures:
-        log.warning("%s", failure.message)
+        if failure not in _logged:  # a server builds an agent per request: say it once
+            _logged.add(failure)
+            log.warning("%s", failure.message)
     return failures
 
 
