@@ -23,6 +23,7 @@ from talaria.config_schema import (
     SCHEMA,
     SECTIONS,
     ConfigError,
+    as_meant,
     defaults,
     problems,
     suggestion,
@@ -89,7 +90,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         )
     if expanded_size(data, MAX_CONFIG_NODES, MAX_CONFIG_DEPTH) > MAX_CONFIG_NODES:
         _refuse_shape(path)
-    return data
+    return as_meant(data)
 
 
 def _refuse_shape(path: Path) -> NoReturn:

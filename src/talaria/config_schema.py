@@ -41,6 +41,8 @@ class Rule:
     """Where the value holds secrets, as dotted paths inside it (`""`: the value itself; `*`:
     any key or list item), e.g. `("*.env.*",)`: `config show` masks them and errors do not
     print them."""
+    from_yaml: Callable[[Any], Any] | None = None
+    """What the user meant by a value YAML read as something else (`off` is read as false)."""
 
     def problem(self, value: Any) -> str | None:
         if value is None and self.default is None:
@@ -98,7 +100,14 @@ def string(default: str | None = None, *, secret: bool = False) -> Rule:
 
 
 def choice(default: str | None, *options: str) -> Rule:
-    return Rule(default, " | ".join(options), lambda v: v in options)
+    words = {word: word for word in options}
+    switch = {flag: words[name] for flag, name in ((True, "on"), (False, "off")) if name in words}
+    return Rule(
+        default,
+        " | ".join(options),
+        lambda v: v in options,
+        from_yaml=(lambda v: switch.get(v, v) if isinstance(v, bool) else v) if switch else None,
+    )
 
 
 def strings(default: tuple[str, ...] = ()) -> Rule:
@@ -431,6 +440,19 @@ def suggestion(key: str) -> str:
 
     close = difflib.get_close_matches(key, [*SCHEMA, *ALIASES], n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+def as_meant(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`data` (a settings layer read from YAML) with each value the user wrote as a word YAML
+    1.1 turns into a boolean given back as that word (`approvals.mode: off`); changed in place."""
+    for name, value in data.items():
+        key = f"{prefix}{name}"
+        rule = SCHEMA.get(ALIASES.get(key, key))
+        if rule is not None and rule.from_yaml is not None:
+            data[name] = rule.from_yaml(value)
+        elif rule is None and key in SECTIONS and isinstance(value, dict):
+            as_meant(value, key + ".")
+    return data
 
 
 def check_value(key: str, value: Any, origin: str) -> None:

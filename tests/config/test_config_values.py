@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from cli_process import ask, cli, integrity, one_line, stored_contents
-from helpers import scripted_agent
+from helpers import scripted_agent, tool_results
 from talaria import ConfigError
 from talaria.agent import Agent
 from talaria.cli.main import main
 from talaria.config import Config
 from talaria.config_schema import SCHEMA
-from talaria.testing import ScriptedProvider, text
+from talaria.testing import ScriptedProvider, call, text
 
 SEEN = [
     # (file text, the one-line message's tail, the repair: key and value)
@@ -132,3 +132,22 @@ def test_a_file_that_does_not_parse_says_where_and_how_to_repair_it(tmp_path: Pa
         assert f"{path}: not valid YAML at line" in line
         assert "mv config.yaml config.yaml.bak" in line
     assert path.read_text() == "model:\n  default: [unclosed\n"
+
+
+def test_approvals_off_as_the_docs_write_it_turns_approvals_off(tmp_path: Path) -> None:
+    """`off` unquoted is a boolean to YAML 1.1; the documented `approvals.mode: off` must mean
+    the word, whether written by hand or by `talaria config set`."""
+    assert cli(tmp_path, "config", "set", "approvals.mode", "off").returncode == 0
+    assert "mode: off" in (tmp_path / "config.yaml").read_text()
+    (tmp_path / "config.yaml").write_text("approvals:\n  mode: off\n")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    script = [call("terminal", {"command": "rm -r victim"}), text("removed")]
+    with ScriptedProvider(script) as server:
+        agent = scripted_agent(server, tmp_path, tools=[], toolsets=["terminal"])
+        with agent:
+            result = agent.run_conversation("remove it")
+    assert tool_results(result) == ["(no output)\nexit code: 0"]
+    assert result["final_response"] == "removed"
+    assert Config.load(tmp_path).get("approvals.mode") == "off"
+    assert not victim.exists()

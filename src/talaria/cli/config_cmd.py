@@ -73,7 +73,7 @@ def _set(home: Path, key: str | None, raw: str | None) -> int:
 
     from talaria.config import ConfigError, read_config_file
     from talaria.config_masking import masked_setting
-    from talaria.config_schema import check_value, problems
+    from talaria.config_schema import as_meant, check_value, problems
     from talaria.config_write import set_config_value
 
     if not key or raw is None:
@@ -84,7 +84,7 @@ def _set(home: Path, key: str | None, raw: str | None) -> int:
         print(f"talaria: {problem}", file=sys.stderr)
         return EXIT_AGENT_FAILURE
     try:
-        value = yaml.safe_load(raw)
+        value = as_meant({key: yaml.safe_load(raw)})[key]  # `off` stays the word "off"
     except yaml.YAMLError:
         value = raw
     path = home / "config.yaml"
