@@ -71,6 +71,8 @@ class FakeTelegram:
         self.sent_files: list[BotFile] = []
         self.flood_files: list[int] = []
         """Like `flood`, for file uploads only."""
+        self.refuse_files = False
+        """Refuse uploads for good (HTTP 400), as for a file over the Bot API's limit."""
         self._ids = itertools.count(1)
         self._message_ids = itertools.count(100)
         self._changed = threading.Condition()
@@ -307,6 +309,9 @@ class FakeTelegram:
         with self._changed:
             if refusal := self._flooded(self.flood_files) or self._held("hold_files"):
                 return refusal
+            if self.refuse_files:
+                return 400, {"ok": False, "error_code": 400,
+                             "description": "Bad Request: file is too big"}  # fmt: skip
             sent = BotFile(int(params["chat_id"]), next(self._message_ids), field_name, name, data)
             self.sent_files.append(sent)
         meta = {"file_id": f"b{sent.message_id}", "file_unique_id": f"ub{sent.message_id}"}

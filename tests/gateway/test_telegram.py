@@ -319,6 +319,23 @@ async def test_the_agent_sends_a_file_back(tmp_path: Path) -> None:
     assert (photo.method, photo.data, photo.chat_id) == ("photo", PNG, ALICE)
 
 
+async def test_a_file_the_platform_refuses_is_said_in_the_chat_and_not_sent_again(
+    tmp_path: Path,
+) -> None:
+    folder = chat_folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / "huge.bin").write_bytes(b"pretend this is big")
+    server = ScriptedProvider([text("Here.\nMEDIA:huge.bin")])
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api) as gw:
+            api.refuse_files = True
+            api.user_says("send it")
+            await api.until(lambda: api.find("Could not send huge.bin"))
+            assert not gw.store.ledger_pending("telegram")  # dropped: not sent at restart
+    assert api.texts() == ["Here.", "Could not send huge.bin: the platform refused it."]
+    assert not api.sent_files
+
+
 async def test_a_file_outside_the_chat_folder_is_refused(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("keys")

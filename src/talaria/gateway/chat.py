@@ -47,8 +47,8 @@ TYPING_EVERY_S = 4.0
 ANSWERS = ("approval", "clarify")
 """The requests a chat answers (buttons or commands)."""
 COMMAND_MARKS = "/!"
-FILES_REFUSED = "this chat platform cannot carry files from the bot."
 """`/new` or `!new` (IRC and some clients keep `/` for their own commands)."""
+FILES_REFUSED = "this chat platform cannot carry files from the bot."
 APPROVAL_BUTTONS = (("Allow once", "once"), ("Allow for this chat", "session"), ("Deny", "deny"))
 BUSY_ACKS = {
     "queue": "Queued: I will answer this when the current task is done.",

@@ -119,6 +119,6 @@ class Outbox:
         platform = self.platform
         if not isinstance(platform, SendsFiles):
             raise PlatformError(f"{platform.name} cannot send files")
-        if not path.is_file():
-            raise PlatformError(f"{path} is gone")
+        if path.is_symlink() or not path.is_file():  # checked resolved when recorded
+            raise PlatformError(f"{path} is gone or was replaced")
         return await platform.send_file(chat, path, key=part.id, reply_to=part.reply_to)
