@@ -44,6 +44,10 @@ WRITTEN_CALLS = {
     "python words in json": '{"name": "add", "arguments": {"a": 2, "b": 40}, "id": None}',
     "qwen tag with python literals": "<tool_call>\n{'name': 'add', 'arguments': {'a': 2, 'b': 40}}"
     "\n</tool_call>",
+    # Qwen2.5-Coder 0.5B copying a line of the tool's schema into its arguments:
+    "the schema's additionalProperties copied in": (
+        '{"name": "add", "arguments": {"a": 2, "b": 40, "additionalProperties": false}}'
+    ),
 }
 
 SEVERAL = {

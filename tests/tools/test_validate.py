@@ -208,6 +208,14 @@ def test_null_for_an_optional_argument_means_absent() -> None:
     }
 
 
+def test_the_schemas_own_additional_properties_line_copied_into_the_arguments_is_dropped() -> None:
+    """Small models copy `"additionalProperties": false` from the schema they were shown."""
+    schema = _schema({"path": {"type": "string"}}, ["path"])
+    assert validate_arguments(schema, {"path": "a", "additionalProperties": False}) == {"path": "a"}
+    with pytest.raises(ArgumentError, match="unknown argument `additionalProperties`"):
+        validate_arguments(schema, {"path": "a", "additionalProperties": {"x": 1}})
+
+
 def test_null_for_a_required_argument_says_what_was_expected() -> None:
     schema = _schema({"path": {"type": "string"}}, ["path"])
     with pytest.raises(ArgumentError) as info:

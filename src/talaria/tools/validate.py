@@ -6,7 +6,8 @@ Covers the JSON Schema subset tools use: `type` (one or a list), `properties`, `
 (treated as `anyOf`: the first matching branch wins) and OpenAPI's `nullable`. Other keywords
 (`description`, `default`, ...) are ignored; missing optional keys stay missing, and so does an
 optional key sent as `null` where null is not allowed (small models write `"limit": null` for
-"no limit"; the tool's default is what they mean).
+"no limit"; the tool's default is what they mean), and so does `"additionalProperties": false`
+where the schema says just that (Qwen2.5-Coder 0.5B copies that line of the schema it was shown).
 
 Models make small, unambiguous slips ("42" for 42, a JSON-encoded list inside a string), so a
 few lossless coercions are applied; anything that could change meaning is refused with a
@@ -250,6 +251,8 @@ def _object(schema: JsonSchema, value: dict[str, Any], path: str, coerce: bool) 
         child = f"{path}.{key}" if path else key
         if key in properties:
             item_schema = properties[key]
+        elif key == "additionalProperties" and item is extra is False:
+            continue  # the schema's own line, copied into the arguments by a small model
         elif extra is False:
             allowed = ", ".join(properties) or "none"
             problems.append(f"unknown argument {_name(child)} (allowed here: {allowed})")
