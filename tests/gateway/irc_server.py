@@ -80,6 +80,8 @@ class IrcUser:
     names: dict[str, set[str]] = field(default_factory=dict)
     joins: list[str] = field(default_factory=list)
     """The nick of each JOIN seen, in order (a bot that reconnects joins again)."""
+    renames: list[tuple[str, str]] = field(default_factory=list)
+    """(old nick, new nick) of each NICK change seen in a shared channel."""
     _writer: Any = None
     _task: Any = None
 
@@ -114,6 +116,8 @@ class IrcUser:
             elif words[0] == "353":  # the names in a channel
                 members = rest.split(" :", 1)[1].split()
                 self.names.setdefault(words[3], set()).update(m.lstrip("@+") for m in members)
+            elif words[0] == "NICK":
+                self.renames.append((nick, words[1].lstrip(":")))
             elif words[0] == "JOIN":
                 self.joins.append(nick)
                 self.names.setdefault(words[1].lstrip(":"), set()).add(nick)

@@ -29,8 +29,8 @@ pytestmark = pytest.mark.ngircd
 async def irc_gateway(
     server: ScriptedProvider, home: Path, irc: IrcServer, **kwargs: Any
 ) -> AsyncIterator[Harness]:
-    port = kwargs.pop("port", irc.port)
-    options = {"server": "127.0.0.1", "port": port, "nick": _nick(home), "channels": [CHANNEL]}
+    options = {"server": "127.0.0.1", "port": irc.port, "nick": _nick(home),
+               "channels": [CHANNEL], **kwargs.pop("options", {})}  # fmt: skip
     chosen = {"allow_users": ["alice"], **kwargs.pop("settings", {})}
     platform = IrcPlatform("irc", options)
     async with running_gateway(server, home, platform=platform, settings=chosen, **kwargs) as gw:
@@ -235,7 +235,7 @@ async def test_after_the_server_drops_the_bot_it_reconnects_and_sends_what_waite
     server = ScriptedProvider([text("before"), gate.hold(text("while away")), text("after")])
     with server, TcpProxy(irc_server.port) as proxy:
         async with (
-            irc_gateway(server, tmp_path, irc_server, port=proxy.port) as gw,
+            irc_gateway(server, tmp_path, irc_server, options={"port": proxy.port}) as gw,
             IrcUser("alice", irc_server.port) as alice,
         ):
             bot = _bot(gw)
@@ -256,6 +256,30 @@ async def test_after_the_server_drops_the_bot_it_reconnects_and_sends_what_waite
             await alice.until(lambda: "after" in alice.texts())
             await asyncio.sleep(0.2)  # a repeated line would have come by now
     assert alice.texts() == ["before", "while away", "after"]  # once each, not marked
+
+
+async def test_a_nick_held_by_another_connection_is_taken_back_once_free(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    server = ScriptedProvider([text("back as myself")])
+    with server, TcpProxy(irc_server.port) as proxy:
+        async with (
+            irc_gateway(
+                server, tmp_path, irc_server, options={"port": proxy.port, "nick_retry_s": 0.5}
+            ) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            bot = _bot(gw)
+            await alice.join(CHANNEL, bot)
+            proxy.refusing = True
+            proxy.drop()
+            async with IrcUser(bot, irc_server.port):  # someone takes the nick meanwhile
+                proxy.refusing = False
+                await alice.until(lambda: f"{bot}_" in alice.joins)  # back, under another nick
+            await alice.until(lambda: (f"{bot}_", bot) in alice.renames)  # its own again
+            alice.say(bot, "hi")
+            await alice.until(lambda: "back as myself" in alice.texts())
 
 
 def test_long_lines_are_cut_within_the_protocol_limit() -> None:

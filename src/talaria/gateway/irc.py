@@ -12,7 +12,8 @@ IRC does not acknowledge a PRIVMSG, so an answer counts as sent once the server 
 a PING sent after it (a server handles a client's lines in order): an answer cut off by a
 crash or a dropped connection is still pending in the ledger and is sent again. When the
 server drops the bot, it connects again with growing pauses and sends what waited; a nick
-still held by the lost connection is taken with a `_` appended.
+still held by the lost connection is taken with a `_` appended, and asked for again every
+`nick_retry_s` until the server gives it back.
 
 Settings: `server`, `port` (6667, or 6697 with `tls`), `tls` (false: TLS from the first
 byte, the server's certificate and name checked), `nick`, `channels` (a list), `password`
@@ -58,6 +59,8 @@ CONFIRM_S = 60.0
 """For the server's answer to the PING that follows an answer's lines."""
 FIRST_RETRY_S = 1.0
 MAX_RETRY_S = 60.0
+NICK_RETRY_S = 60.0
+"""Between requests for the bot's own nick while another connection holds it."""
 
 
 class IrcPlatform:
@@ -73,6 +76,7 @@ class IrcPlatform:
         self.nick = str(settings["nick"])
         self.channels = [str(c) for c in settings.get("channels") or []]
         self.password = settings.get("password")
+        self.nick_retry_s = float(settings.get("nick_retry_s", NICK_RETRY_S))
         self._ids = itertools.count(1)
         self._queue: asyncio.Queue[Inbound] = asyncio.Queue()
         self._welcomed = asyncio.Event()
@@ -81,6 +85,7 @@ class IrcPlatform:
         self._pongs: dict[str, asyncio.Future[None]] = {}
         self._task: asyncio.Task[None] | None = None
         self._reconnecting: asyncio.Task[None] | None = None
+        self._regaining: asyncio.Task[None] | None = None
         self._stopping = False
         self._conn: AioConnection | None = None
         self._send_lock = asyncio.Lock()
@@ -99,7 +104,7 @@ class IrcPlatform:
 
     async def stop(self) -> None:
         self._stopping = True
-        await end_tasks(self._task, self._reconnecting)
+        await end_tasks(self._task, self._reconnecting, self._regaining)
         if self._conn is not None and self._conn.is_connected():
             self._conn.quit("talaria gateway stopping")
             self._conn.disconnect()
@@ -142,9 +147,23 @@ class IrcPlatform:
     def _on_welcome(self, conn: ServerConnection, event: Event) -> None:
         for channel in self.channels:
             conn.join(channel)
+        if not self._has_own_nick(conn) and (self._regaining is None or self._regaining.done()):
+            self._regaining = asyncio.create_task(self._regain_nick(conn))
         self._welcomed.set()
         if self._registered is not None and not self._registered.done():
             self._registered.set_result(None)
+
+    def _has_own_nick(self, conn: ServerConnection) -> bool:
+        return str(conn.get_nickname()).lower() == self.nick.lower()
+
+    async def _regain_nick(self, conn: ServerConnection) -> None:
+        """Ask for the configured nick now and then until the server gives it back (the lost
+        connection that held it times out): people write to the bot by that nick."""
+        while not self._has_own_nick(conn):
+            await asyncio.sleep(self.nick_retry_s)
+            if self._welcomed.is_set() and not self._has_own_nick(conn):
+                conn.nick(self.nick)
+        log.warning("irc %s: the nick %s is the bot's again", self.name, self.nick)
 
     def _on_nick_taken(self, conn: ServerConnection, event: Event) -> None:
         """Before the welcome (a lost connection may hold the nick a while): the next one."""
