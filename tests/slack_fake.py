@@ -75,6 +75,8 @@ class FakeSlack:
         self.held = 0
         self._unsent: list[dict[str, Any]] = []
         self._socket: web.WebSocketResponse | None = None
+        self.links = 0
+        """Socket Mode connections the app opened."""
         self._ts = itertools.count(1)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -171,6 +173,20 @@ class FakeSlack:
                  "retry_reason": "timeout"}  # fmt: skip
         self._push(again)
 
+    def refresh(self) -> None:
+        """Slack tells the app to reconnect (`disconnect`, `refresh_requested`: it does so every
+        few hours) and closes the socket; what users say meanwhile waits for the next one."""
+
+        async def refresh() -> None:
+            socket, self._socket = self._socket, None
+            if socket is not None:
+                notice = {"type": "disconnect", "reason": "refresh_requested",
+                          "debug_info": {"host": "fake"}}  # fmt: skip
+                await socket.send_str(json.dumps(notice))
+                await socket.close()
+
+        asyncio.run_coroutine_threadsafe(refresh(), self._loop).result(30)
+
     def _envelope(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         envelope = {"envelope_id": uuid.uuid4().hex, "type": kind, "payload": payload,
                     "accepts_response_payload": False, "retry_attempt": 0}  # fmt: skip
@@ -215,6 +231,7 @@ class FakeSlack:
         await socket.send_str(json.dumps({"type": "hello", "num_connections": 1,
                                           "connection_info": {"app_id": "A1"}}))  # fmt: skip
         self._socket = socket
+        self.links += 1
         await self._flush()
         async for message in socket:
             if message.type == WSMsgType.TEXT:

@@ -206,6 +206,23 @@ async def test_the_agent_sends_a_file_back_through_the_upload_flow(tmp_path: Pat
     assert [t for t in api.texts() if "Here it is." in t] == ["Here it is."]
 
 
+async def test_when_slack_refreshes_the_connection_what_was_said_meanwhile_gets_one_reply(
+    tmp_path: Path,
+) -> None:
+    server = ScriptedProvider([text("first reply"), text("second reply"), text("never")])
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api):
+            api.user_says("one")
+            await api.until(lambda: api.find("first reply"))
+            api.refresh()
+            second = api.user_says("two")  # while the app connects again
+            await api.until(lambda: api.find("second reply"))
+            await api.until(lambda: second["envelope_id"] in api.acked)
+            await asyncio.sleep(0.2)  # a repeated reply would have come by now
+    assert api.texts() == ["first reply", "second reply"] and api.links >= 2
+    assert len(server.requests) == 2
+
+
 async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
     tmp_path: Path,
 ) -> None:
