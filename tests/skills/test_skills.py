@@ -198,6 +198,36 @@ def test_a_description_that_looks_like_prompt_injection_is_withheld(
     assert "Ignore all previous instructions" not in prompt
 
 
+ALIAS_BOMB = "".join(
+    f"{name}: &{name} [{', '.join([f'*{before}'] * 9 if before else ['x'] * 9)}]\n"
+    for before, name in zip(["", *"abcde"], "abcdef", strict=True)
+)
+"""Front matter whose aliases stand for 9**6 values (a real "billion laughs" goes on to 9**9)."""
+
+
+@pytest.mark.parametrize(
+    "front_matter",
+    [f"{ALIAS_BOMB}name: *f\ndescription: *f\n", "name: " + "[" * 3000 + "]" * 3000 + "\n"],
+    ids=["aliases", "nesting"],
+)
+def test_a_cloned_repositorys_skill_with_hostile_front_matter_is_read_as_having_none(
+    provider: ScriptedProvider, tmp_path: Path, front_matter: str
+) -> None:
+    """Running talaria in someone else's repository reads its `.claude/skills/`: a front matter
+    that expands without end must not hang or crash the agent (config.yaml is refused the same)."""
+    folder = tmp_path / ".claude" / "skills" / "trap"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(f"---\n{front_matter}---\nFormats the code.\n")
+    provider.add(text("ok"))
+
+    agent = scripted_agent(provider, tmp_path, toolsets=["skills"], tools=[])
+    assert agent.run_conversation("hi")["final_response"] == "ok"
+
+    prompt = system_prompt(provider.requests[0])
+    assert "- trap: Formats the code." in prompt
+    assert "'x'" not in prompt and "[[" not in prompt
+
+
 def test_a_plugin_brings_its_own_skills(provider: ScriptedProvider, tmp_path: Path) -> None:
     bundled = tmp_path / "plugin_skills"
     example_skill(bundled)

@@ -103,7 +103,9 @@ def _skill_files(root: Path) -> list[Path]:
 
 
 def split_front_matter(text: str) -> tuple[dict[str, object], str]:
-    """(front matter, body) of a Markdown file that may start with a `---` YAML block."""
+    """(front matter, body) of a Markdown file that may start with a `---` YAML block. Such
+    files come with any repository talaria runs in, so a front matter too deep or too large
+    once its aliases are expanded counts as none, as `config.yaml` is refused."""
     if not text.startswith("---"):
         return {}, text
     head, sep, body = text[3:].partition("\n---")
@@ -111,10 +113,16 @@ def split_front_matter(text: str) -> tuple[dict[str, object], str]:
         return {}, text
     import yaml
 
+    from talaria.config import MAX_CONFIG_DEPTH, MAX_CONFIG_NODES, expanded_size
+
     try:
         data = yaml.safe_load(head)
     except yaml.YAMLError:
         data = _loose_front_matter(head)
+    except RecursionError:  # nested past what the parser can walk: no usable front matter
+        data = None
+    if expanded_size(data, MAX_CONFIG_NODES, MAX_CONFIG_DEPTH) > MAX_CONFIG_NODES:
+        data = None  # aliases that expand without end ("billion laughs"): read, it would hang
     return (data if isinstance(data, dict) else {}), body.split("\n", 1)[1] if "\n" in body else ""
 
 
