@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from gateway_support import Gate, running_gateway
 from helpers import FOREVER
@@ -356,6 +357,36 @@ async def test_a_message_that_arrives_while_the_platform_starts_is_answered_once
             await gw.platform.wait_for(lambda m: m.text == "Only once.")
             await gw.until(lambda: not gw.store.ledger_unfinished_inbound("fake"))
     assert gw.texts() == ["Only once."] and len(server.requests) == 1
+
+
+async def test_an_answer_waits_out_a_platform_out_of_reach_and_goes_out_once_unmarked(
+    tmp_path: Path,
+) -> None:
+    from talaria.gateway.delivery import MAX_ATTEMPTS
+    from talaria.gateway.fake import FakePlatform
+    from talaria.gateway.platform import NotSent
+
+    class Unreachable(FakePlatform):
+        """Out of reach for longer than the attempts a failing send gets."""
+
+        down = MAX_ATTEMPTS * 2
+
+        async def send(self, chat: ChatRef, text: str, **kwargs: Any) -> str:
+            if self.down:
+                self.down -= 1
+                raise NotSent("not connected")
+            return await super().send(chat, text, **kwargs)
+
+    server = ScriptedProvider([text("Worth the wait.")])
+    with server:
+        unstreamed = {"stream": False}  # the answer is the only send
+        async with running_gateway(
+            server, tmp_path, platform=Unreachable(), settings=unstreamed
+        ) as gw:
+            await gw.platform.deliver(user_message("hi"))
+            await gw.platform.wait_for(lambda m: "Worth the wait." in m.text)
+    assert gw.texts() == ["Worth the wait."]  # not marked as possibly repeated
+    assert len(gw.waits) == MAX_ATTEMPTS * 2 and gw.store.ledger_pending("fake") == []
 
 
 async def test_a_room_uses_its_own_model_and_prompt(tmp_path: Path) -> None:

@@ -77,9 +77,12 @@ class Outbox:
 
     async def deliver(self, part: OutboundPart, *, maybe_sent: bool = False) -> str | None:
         """Send one part until the platform confirms it; its message id (None: dropped for
-        good, or still pending after `MAX_ATTEMPTS`, to be sent at the next start)."""
+        good, or still pending after `MAX_ATTEMPTS`, to be sent at the next start). While the
+        platform is out of reach (`NotSent`) it keeps waiting: no attempt is used up."""
         backoff = FIRST_BACKOFF_S
-        for _ in range(MAX_ATTEMPTS):
+        attempts = 0
+        while attempts < MAX_ATTEMPTS:
+            attempts += 1
             repeatable = not part.edit_of and not part.file
             if maybe_sent and not self.platform.capabilities.dedupes_sends and repeatable:
                 part = replace(part, text=REPEAT_MARK + part.text)
@@ -97,7 +100,10 @@ class Outbox:
                 return None
             except Exception as exc:
                 log.warning("sending part %s failed (%s); retrying", part.id, exc)
-                maybe_sent = not isinstance(exc, NotSent)  # else it may have arrived
+                if isinstance(exc, NotSent):  # nothing left: waiting costs no attempt
+                    attempts -= 1
+                else:
+                    maybe_sent = True  # it may have arrived before the error
                 await self.sleep(backoff)
                 backoff = min(backoff * 2, MAX_WAIT_S)
                 continue
