@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers import scripted_agent, tool_results
+from helpers import MODES, scripted_agent, tool_results
 from pty_terminal import TALARIA
 from talaria.events import Notice, TextDelta, ToolFinished
 from talaria.testing import ScriptedProvider, text
@@ -114,8 +114,21 @@ def test_the_prose_around_a_call_stays_with_the_step_but_the_json_never_streams(
         "To add the numbers I will use the tool:\n\nThis returns the sum."
     )
     shown = streamed(events)
-    assert shown.startswith("To add the numbers I will use the tool:")
+    assert shown == result["final_response"]  # "This returns the sum." included
     assert "{" not in shown and "```" not in shown
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("form", list(WRITTEN_CALLS))
+def test_the_streamed_text_is_the_final_answer_whatever_the_shape_of_the_call(
+    tmp_path: Path, form: str, mode: str
+) -> None:
+    """The screen shows what the answer keeps, separated as it is: no stray line breaks from
+    before a call, no prose after a call left out."""
+    answer = WRITTEN_CALLS[form].replace("\n{", "\n\n{") + "\nThen 42."
+    result, events, _ = run(tmp_path, answer, mode=mode)
+    assert tool_results(result) == ["42"]
+    assert streamed(events) == result["final_response"]
 
 
 @pytest.mark.parametrize("case", list(ANSWERS))

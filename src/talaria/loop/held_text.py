@@ -4,8 +4,10 @@ Where the loop reads tool calls from text (`loop.text_tool_calls`), the raw JSON
 call must not reach the screen as if it were the answer. Text streams on as usual up to the
 first place a call could start (a brace, a fence, a ``<tool_call>`` tag); from there it is held
 while it still could be a call, and let go as soon as it clearly is not (a code block, a
-brace in prose). When the answer ends, the caller either drops what is held (it was a call)
-or releases it.
+brace in prose); line breaks and spaces wait with it, since the stored step text ends
+without them when a call follows. When the answer ends, the caller either drops what is held
+(it was a call; the prose the step keeps around it still shows, so the screen reads as the
+final answer does) or releases it.
 """
 
 from __future__ import annotations
@@ -46,10 +48,14 @@ class HeldText:
     def tool_arguments(self, index: int, delta: str) -> None:
         self.inner.tool_arguments(index, delta)
 
-    def drop(self) -> None:
-        """The held text was a call: it never reaches the screen."""
+    def drop(self, kept: str | None = None) -> None:
+        """The held text was a call: it never reaches the screen. `kept` is the answer's
+        text without its calls (the prose around them, as the step stores it): what of it
+        follows on from the text passed so far is passed, so the screen shows what is kept."""
+        rest = kept[len(self.passed) :] if kept and kept.startswith(self.passed) else ""
         self.pending = ""
         self.holding = False
+        self._pass(rest)
 
     def release(self, final_text: str | None) -> None:
         """The answer was not a call: pass on the rest of `final_text` (the whole answer as
@@ -72,20 +78,21 @@ class HeldText:
     def _advance(self) -> None:
         while True:
             at = _next_start(self.pending)
+            head = self.pending if at is None else self.pending[:at]
+            shown = len(head.rstrip())  # trailing whitespace waits: a call may follow it,
+            self._pass(head[:shown])  # and the stored step text ends without it then
+            self.pending = self.pending[shown:]
             if at is None:
-                self._pass(self.pending)
-                self.pending = ""
                 return
-            self._pass(self.pending[:at])
-            self.pending = self.pending[at:]
-            verdict = could_be_call(self.pending)
+            start = at - shown
+            verdict = could_be_call(self.pending[start:])
             if verdict is None:
                 return
             if verdict:
                 self.holding = True
                 return
-            self._pass(self.pending[0])
-            self.pending = self.pending[1:]
+            self._pass(self.pending[: start + 1])
+            self.pending = self.pending[start + 1 :]
 
 
 def held_for(
@@ -101,10 +108,11 @@ def held_for(
 def settle(held: HeldText, request: ModelRequest, response: ModelResponse) -> None:
     """Drop what `held` holds when the answer spells tool calls, else let it go."""
     offered = [tool["function"]["name"] for tool in request.tools]
-    if response.tool_calls or find_text_tool_calls(response.text or "", offered) is None:
+    found = None if response.tool_calls else find_text_tool_calls(response.text or "", offered)
+    if found is None:
         held.release(response.text)
     else:
-        held.drop()
+        held.drop(found.text)
 
 
 def _next_start(text: str) -> int | None:

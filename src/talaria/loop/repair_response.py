@@ -176,7 +176,7 @@ class _Repair:
         if read is result:
             held.release(result.response.text)
         else:
-            held.drop()
+            held.drop(read.response.text)
         return read
 
     def _final(
