@@ -60,6 +60,7 @@ def test_deleting_the_home_under_the_server_is_an_error_not_an_unsaved_answer(
             )
     assert failed.value.status_code == 502
     assert "was deleted or replaced while talaria was running" in str(failed.value)
+    assert "StoreUnwritable" not in str(failed.value)
     assert len(provider.requests) == 1
 
 

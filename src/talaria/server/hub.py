@@ -26,6 +26,7 @@ from talaria.server.errors import ApiError
 from talaria.server.runs import Run, terminal_event
 from talaria.server.settings import ServerSettings
 from talaria.skills.invoke import with_skill
+from talaria.store.base import StoreError
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
@@ -122,6 +123,9 @@ class SessionHub:
                 run.on_engine_event(event)
             result = dict(turn.result or {})
             name, data = terminal_event(result)
+        except StoreError as exc:  # its message says what is wrong and what to do
+            log.warning("run %s failed: %s", run.id, exc)
+            name, data = "run.failed", {"error": str(exc), "usage": {}}
         except Exception as exc:
             log.warning("run %s crashed", run.id, exc_info=True)
             name, data = "run.failed", {"error": f"{type(exc).__name__}: {exc}", "usage": {}}
