@@ -389,6 +389,35 @@ async def test_an_answer_waits_out_a_platform_out_of_reach_and_goes_out_once_unm
     assert len(gw.waits) == MAX_ATTEMPTS * 2 and gw.store.ledger_pending("fake") == []
 
 
+async def test_a_left_over_answer_that_cannot_go_out_yet_holds_up_nothing_else(
+    tmp_path: Path,
+) -> None:
+    from talaria.gateway.fake import FakePlatform
+    from talaria.store.ledger import OutboundPart
+    from talaria.store.sqlite import SQLiteSessionStore
+
+    class Stuck(FakePlatform):
+        """Room A's sends hang until the test lets them through."""
+
+        released = asyncio.Event()
+
+        async def send(self, chat: ChatRef, text: str, **kwargs: Any) -> str:
+            if chat == ROOM:
+                await self.released.wait()
+            return await super().send(chat, text, **kwargs)
+
+    store = SQLiteSessionStore(tmp_path / "state.db")
+    store.ledger_record_answer([OutboundPart("old/0", "fake", ROOM.chat_id, None, "left over")])
+    server = ScriptedProvider([text("Still here.")])
+    with server:
+        async with running_gateway(server, tmp_path, platform=Stuck(), store=store) as gw:
+            await gw.platform.deliver(user_message("hi"))  # another chat
+            await gw.platform.wait_for(lambda m: m.text == "Still here.")
+            gw.platform.released.set()
+            await gw.platform.wait_for(lambda m: m.text == "left over")
+    assert gw.texts() == ["Still here.", "left over"]
+
+
 async def test_a_room_uses_its_own_model_and_prompt(tmp_path: Path) -> None:
     server = ScriptedProvider([text("Arr."), text("A verse.")])
     settings = {

@@ -4,7 +4,7 @@ An update is written to the ledger before its platform is told it arrived, and a
 one is dropped there; a stranger's message stops at the access check (no agent is built for
 it). Each chat then handles its messages in order (`ChatSession`). At start, each platform
 connects, sends what a previous process left pending, then handles the updates that process
-took in but never answered.
+took in but never answered (in the background: a platform out of reach holds up no other).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from talaria.gateway.platform import (
     Inbound,
     Platform,
     Update,
+    end_tasks,
 )
 from talaria.gateway.settings import PlatformSettings
 from talaria.gateway.view import ChatUI
@@ -89,6 +90,8 @@ class Connected:
     platform: Platform
     ctx: GatewayContext
     chats: dict[ChatRef, ChatSession] = field(default_factory=dict)
+    recovering: asyncio.Task[None] | None = None
+    """Sending and handling what the previous process left (`Gateway.start`)."""
 
 
 class Gateway:
@@ -116,6 +119,8 @@ class Gateway:
             self.connected[settings.name] = Connected(settings, platform, ctx)
 
     async def start(self) -> None:
+        """Connect each platform; what a previous process left it is taken care of in a task
+        of its own, so a platform out of reach again at once holds up no other."""
         for conn in self.connected.values():
             # read before connecting: what arrives while the platform starts is handled as it
             # arrives, and would be handled twice if it were in this list too
@@ -123,13 +128,22 @@ class Gateway:
                 self.store.ledger_unfinished_inbound, conn.settings.name
             )
             await conn.platform.start(functools.partial(self._received, conn))
-            await conn.ctx.outbox.resend_pending()  # connected first: IRC cannot send before
+            conn.recovering = asyncio.create_task(self._recover(conn, unfinished))
+
+    async def _recover(self, conn: Connected, unfinished: list[dict[str, Any]]) -> None:
+        """Send what was left pending (connected first: IRC cannot send before), then handle
+        the updates taken in but never answered."""
+        try:
+            await conn.ctx.outbox.resend_pending()
             for data in unfinished:
                 await self._handle(conn, from_payload(conn.platform, conn.settings.name, data))
+        except Exception:
+            log.exception("%s: taking up what the last run left failed", conn.settings.name)
 
     async def stop(self) -> None:
         """Stop the turns (what they completed is saved), then disconnect."""
         for conn in self.connected.values():
+            await end_tasks(conn.recovering)
             for chat in conn.chats.values():
                 await chat.close()
             await conn.platform.stop()
