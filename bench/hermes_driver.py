@@ -197,11 +197,18 @@ def cmd_search(params: dict[str, Any]) -> dict[str, Any]:
     return {"samples": samples, "fill_seconds": fill, "queries_with_hits": hits, "messages": stored}
 
 
+HERMES_WINDOW = 65536
+"""The smallest window the reference accepts (bench/tasks.py)."""
+
+
 def cmd_task(params: dict[str, Any]) -> dict[str, Any]:
     """One coding task (bench/tasks.py) with the reference's own file and terminal tools, in
     the task's working directory (its tools resolve paths against TERMINAL_CWD)."""
     from run_agent import AIAgent
 
+    # It refuses windows under 64K; its own error tells a user with a smaller local server to
+    # state the window in config.yaml. The tasks stay far below the server's real window.
+    Path(params["home"], "config.yaml").write_text(f"model:\n  context_length: {HERMES_WINDOW}\n")
     os.environ["TERMINAL_CWD"] = params["workspace"]
     os.chdir(params["workspace"])
     agent = AIAgent(

@@ -45,8 +45,9 @@ them): the reference `hermes-agent` 0.19.0, `pydantic-ai` (slim, with its OpenAI
 OpenAI Agents SDK (`openai-agents`). Every side runs in its own interpreter against the same
 scripted provider (its own process, streaming Chat Completions), with the same `noop` tool and a
 fresh agent per turn or session; the *floor* is the same work with raw `httpx` and no agent. A
-ratio is peer / talaria: above 1 means talaria is that many times cheaper. How the comparison is
-kept fair, and what each bench times: `bench/README.md` in the repository.
+ratio is peer / talaria: above 1 means talaria is that many times cheaper. The coding tasks are
+the exception: a real local model (llama.cpp) does the work, and the bench checks the outcome.
+How the comparison is kept fair, and what each bench times: `bench/README.md` in the repository.
 
 The figures come from a 2-core virtual machine whose speed moves by 10-25% from one hour to the
 next, so compare ratios within one run, not figures across runs. Reproduce them with:

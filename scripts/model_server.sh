@@ -8,6 +8,8 @@
 #   scripts/model_server.sh stop [DIR]                    stop it and remove DIR
 # MODEL is 0.5b (the default: CI) or 1.5b (the bench). The server answers with temperature 0
 # and a fixed seed unless a request says otherwise, so a test's turns repeat.
+# MODEL_CTX sets the window (8192), MODEL_THREADS the threads (all cores; 1 when two servers
+# share a busy machine: llama.cpp threads that wait for each other collapse under contention).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD/.ci/llama
@@ -115,7 +117,7 @@ case "${1:-}" in
     mkdir -p "$dir"
     "$root/bin/llama-server" -m "$root/models/qwen2.5-coder-$model-instruct-q4_k_m.gguf" \
       --alias "qwen2.5-coder-$model-instruct" --host 127.0.0.1 --port "$port" \
-      --ctx-size "${MODEL_CTX:-8192}" --parallel 1 --threads "$(nproc)" --jinja \
+      --ctx-size "${MODEL_CTX:-8192}" --parallel 1 --threads "${MODEL_THREADS:-$(nproc)}" --jinja \
       --temp 0 --seed 42 --no-webui >"$dir/server.log" 2>&1 &
     echo $! >"$dir/server.pid"
     for _ in $(seq 1 240); do
