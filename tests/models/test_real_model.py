@@ -4,8 +4,10 @@
 
 The model is small and answers with temperature 0 and a fixed seed, so the turns repeat; the
 assertions still judge only what the tools did (the file on disk holds what the write_file
-call sent), never the model's prose. Outputs and
-iterations are capped so the whole file takes a few minutes on 2 cores.
+call sent, the read's result holds it), never the model's prose. Outputs and iterations are
+capped so the whole file takes a few minutes on 2 cores. Each turn asks for one tool step: after
+a tool result, offered tools, the 0.5B model repeats call lines until the output limit. The read
+names line 1: asked only to read, it sends `offset: 0`, which read_file refuses.
 """
 
 from __future__ import annotations
@@ -140,6 +142,18 @@ def _written(calls: Calls, work: Path) -> tuple[Path, str]:
     return work / str(arguments["path"]), str(arguments["content"])
 
 
+def _read_back(calls: Calls, content: str) -> None:
+    """A read_file call succeeded and its result holds `content` (what the model reads)."""
+    reads = [done.result for _, done in calls.of("read_file") if not done.is_error]
+    assert reads, f"no read_file call succeeded: {calls.finished}"
+    assert content.strip(), "the write sent no text to read back"
+    assert content.strip() in reads[-1], reads[-1]
+
+
+WRITE = "Use write_file to write tangerine to note.txt."
+READ = "Use read_file to read note.txt from line 1."
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_a_tool_call_writes_a_file_through_the_library(
     model_server: ModelServer, mode: str, tmp_path: Path
@@ -151,6 +165,22 @@ def test_a_tool_call_writes_a_file_through_the_library(
         agent.run_conversation("Use the write_file tool to write the word tangerine to note.txt.")
     path, content = _written(_calls(events), agent.spec.cwd)
     assert path.read_text() == content
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_file_written_in_one_turn_is_read_back_in_the_next(
+    model_server: ModelServer, mode: str, tmp_path: Path
+) -> None:
+    """The second turn reads what the first one wrote: the read's result (what the model is
+    given) holds the text the write sent."""
+    events: list[Any] = []
+    agent = _agent(model_server, mode, tmp_path, events, toolsets=["file"], max_iterations=1)
+    with agent:
+        agent.run_conversation(WRITE)
+        _, content = _written(_calls(events), agent.spec.cwd)
+        events.clear()
+        agent.run_conversation(READ)
+    _read_back(_calls(events), content)
 
 
 def _cli(server: ModelServer, mode: str, home: Path, work: Path, *argv: str) -> Calls:
@@ -183,11 +213,18 @@ def _cli_home(tmp_path: Path) -> tuple[Path, Path]:
     return home, work
 
 
-WRITE = "Use write_file to write tangerine to note.txt."
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_the_cli_runs_a_tool_call(model_server: ModelServer, mode: str, tmp_path: Path) -> None:
     home, work = _cli_home(tmp_path)
     path, content = _written(_cli(model_server, mode, home, work, "-p", WRITE), work)
     assert path.read_text() == content
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_cli_reads_back_a_file_in_the_continued_session(
+    model_server: ModelServer, mode: str, tmp_path: Path
+) -> None:
+    """`talaria -p` writes, `talaria -c -p` (the newest session of the folder) reads it."""
+    home, work = _cli_home(tmp_path)
+    _, content = _written(_cli(model_server, mode, home, work, "-p", WRITE), work)
+    _read_back(_cli(model_server, mode, home, work, "-c", "-p", READ), content)
