@@ -134,6 +134,19 @@ def test_a_call_written_as_the_summary_is_never_the_answer(
     assert provider.invalid_requests == []
 
 
+def test_a_call_cut_off_in_the_summary_is_never_the_answer(
+    provider: ScriptedProvider, mode: str, tmp_path: Path
+) -> None:
+    """The summary ran into the output limit in the middle of a call the model wrote."""
+    provider.add(calls(("add", {"a": 0, "b": 1})), text('Done so far.\n{"name": "add", "argu'))
+    provider.add(calls(("add", {"a": 0, "b": 1})), text('{"name": "add", "arguments": {"a": 1'))
+    with make_agent(provider, mode, tmp_path, max_iterations=1) as agent:
+        first = agent.run_conversation(user_message="keep adding")
+        second = agent.run_conversation(user_message="again")
+    assert first["final_response"] == "Done so far."
+    assert second["final_response"].startswith("(The budget ran out")
+
+
 @pytest.mark.timeout(60)
 def test_interrupt_during_model_call(provider: ScriptedProvider, mode: str, tmp_path: Path) -> None:
     provider.add(Reply(text="too late", delay=FOREVER), text("second turn works"))
