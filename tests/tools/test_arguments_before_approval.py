@@ -40,7 +40,7 @@ def test_bad_arguments_are_refused_before_the_user_is_asked(tmp_path: Path, mode
     with ScriptedProvider(script) as server:
         result = _terminal_agent(server, tmp_path, mode, asked).run_conversation("clean up")
     assert tool_results(result) == [
-        "Error: invalid arguments for terminal: `timeout` must be more than 0, got -5. The "
+        "Error: invalid arguments for terminal: `timeout` must be at least 0, got -5. The "
         "call was not executed; fix the arguments and call again.",
         "Error: invalid arguments for terminal: `timeout` must be a number, got the string "
         '"soon". The call was not executed; fix the arguments and call again.',
@@ -56,7 +56,7 @@ def test_an_empty_command_and_a_patch_that_changes_nothing_are_argument_errors(
     script = [
         call("terminal", {"command": "  "}),
         call("patch", {"path": "notes.txt", "old_string": "a", "new_string": "a"}),
-        call("read_file", {"path": "notes.txt", "offset": 0}),
+        call("read_file", {"path": "notes.txt", "offset": -1}),
         text("nothing to do"),
     ]
     asked: list[str] = []
@@ -69,7 +69,7 @@ def test_an_empty_command_and_a_patch_that_changes_nothing_are_argument_errors(
     assert second.startswith(
         "Error: invalid arguments for patch: old_string and new_string are the same"
     )
-    assert third.startswith("Error: invalid arguments for read_file: `offset` must be at least 1")
+    assert third.startswith("Error: invalid arguments for read_file: `offset` must be at least 0")
     assert asked == []
 
 
@@ -84,3 +84,21 @@ def test_the_approval_wait_is_not_part_of_the_tools_duration(tmp_path: Path) -> 
     assert asked == ["rm -rf scratch"] and not (tmp_path / "scratch").exists()
     (event,) = finished
     assert event.duration_s < 1.5  # the user took 1.5 s to approve; rm itself takes far less
+
+
+def test_zero_for_an_offset_or_a_timeout_means_from_the_start_and_the_default(
+    tmp_path: Path,
+) -> None:
+    """Small local models send 0 for "not given"; refused, they sent the same call again."""
+    (tmp_path / "notes.txt").write_text("first\nsecond\n")
+    script = [
+        call("read_file", {"path": "notes.txt", "offset": 0}),
+        call("terminal", {"command": "echo ran", "timeout": 0}),
+        text("done"),
+    ]
+    with ScriptedProvider(script) as server:
+        agent = scripted_agent(server, tmp_path, tools=None, toolsets=["terminal", "file"])
+        result = agent.run_conversation("read and run")
+    read, ran = tool_results(result)
+    assert read.startswith("1|first\n2|second")
+    assert "ran" in ran and "exit code: 0" in ran

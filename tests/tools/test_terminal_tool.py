@@ -122,7 +122,7 @@ def test_rejects_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(ToolError):
         terminal("   ", _ctx(tmp_path))
     with pytest.raises(ToolError):
-        terminal("echo hi", _ctx(tmp_path), timeout=0)
+        terminal("echo hi", _ctx(tmp_path), timeout=-1)
 
 
 def test_background_process_lifecycle(tmp_path: Path) -> None:

@@ -109,7 +109,7 @@ async def _read_file(
     offset: int = 1,
     limit: int = files.DEFAULT_LIMIT,
 ) -> str:
-    files.check_window(offset, limit)
+    offset = files.check_window(offset, limit)
     target = files.resolve_path(path, ctx.cwd)
     text = await side.read(target)
     return files.number_lines(text.splitlines(), str(target), offset, limit)

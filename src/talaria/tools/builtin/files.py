@@ -76,7 +76,7 @@ def _refuse_binary(path: Path, head: bytes) -> None:
 
 def read_file(path: str, ctx: ToolContext, offset: int = 1, limit: int = DEFAULT_LIMIT) -> str:
     """Lines `offset`.. (1-based) of a text file, numbered as "N|line"."""
-    check_window(offset, limit)
+    offset = check_window(offset, limit)
     target = _existing_file(path, ctx.cwd)
     with open(target, "rb") as handle:
         head = handle.read(_SNIFF_BYTES)
@@ -104,9 +104,12 @@ def _read_image(path: Path, mime: str, raw: bytes, ctx: ToolContext) -> str:
     return f"{path} is a {mime} image ({len(raw):,} bytes).\n{marker}"
 
 
-def check_window(offset: int, limit: int) -> None:
-    if offset < 1 or limit < 1:
-        raise ToolError("offset and limit must be at least 1")
+def check_window(offset: int, limit: int) -> int:
+    """The first line to show: 0 means the first line too (small models send it for "from
+    the start")."""
+    if offset < 0 or limit < 1:
+        raise ToolError("offset must be at least 0 and limit at least 1")
+    return offset or 1
 
 
 def number_lines(lines: Iterable[str], name: str, offset: int, limit: int) -> str:
@@ -482,8 +485,8 @@ READ_FILE_TOOL = Tool(
             "path": _PATH,
             "offset": {
                 "type": "integer",
-                "minimum": 1,
-                "description": "First line to show (1-based).",
+                "minimum": 0,
+                "description": "First line to show (1-based; 0 is the first line too).",
             },
             "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show."},
         },

@@ -288,9 +288,11 @@ def format_result(result: RunResult, timeout: float) -> str:
 
 
 def command_timeout(value: float | None) -> float:
-    if value is None:
+    """The seconds a command may run: absent or 0 (what small models send for "none given")
+    is the default."""
+    if value is None or value == 0:
         return DEFAULT_TIMEOUT
-    if value <= 0:
+    if value < 0:
         raise ToolError("timeout must be a positive number of seconds")
     return min(float(value), MAX_TIMEOUT)
 
@@ -376,9 +378,9 @@ TERMINAL_TOOL = Tool(
             "command": {"type": "string", "description": "The command line to run with bash."},
             "timeout": {
                 "type": "number",
-                "exclusiveMinimum": 0,
+                "minimum": 0,
                 "description": f"Seconds before the command is killed (default "
-                f"{DEFAULT_TIMEOUT:g}, max {MAX_TIMEOUT:g}).",
+                f"{DEFAULT_TIMEOUT:g}, also when 0; max {MAX_TIMEOUT:g}).",
             },
             "background": {
                 "type": "boolean",
