@@ -218,6 +218,13 @@ class MailPerson:
     async def shown(self) -> list[str]:
         return [str(m.get_body(("plain",)).get_content()).strip() for m in await self._mails()]
 
+    async def replies(self) -> list[tuple[str, str]]:
+        """The bot's mails as (the Message-ID of the mail each replies to, its text)."""
+        return [
+            (str(m["In-Reply-To"]), str(m.get_body(("plain",)).get_content()).strip())
+            for m in await self._mails()
+        ]
+
     async def files(self) -> list[tuple[str, bytes]]:
         return [
             (str(part.get_filename()), bytes(part.get_payload(decode=True)))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_platforms import LiveMail, until_shown
+from live_platforms import LiveMail, MailPerson, until_shown
 from mail_server import MailServer, mail_server  # noqa: F401
 from started_adapter import WAIT_S, Started
 
@@ -126,23 +126,31 @@ async def test_a_burst_of_mail_is_answered_in_arrival_order(
     mail_server: MailServer,  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    """The turns run in the order the mails came, and each answer replies to its own mail.
+    (The order of the answers in the person's mailbox is the mail server's: Dovecot numbers
+    mails by their maildir file names, which once put two answers of one second the other
+    way round.)"""
     live = LiveMail(mail_server)
     bot = live.bot()
     alice = await live.person("alice", bot)
+    assert isinstance(alice, MailPerson)
     said = [f"message {n}" for n in range(1, 6)]
     for line in said:  # all in the mailbox before the gateway looks: one burst
         await alice.say(line)
+    asked: list[str] = []
 
     def echo(body: dict[str, Any]) -> Any:
-        asked = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
-        return text(f"re: {asked.strip()}")
+        asked.append([m["content"] for m in body["messages"] if m["role"] == "user"][-1].strip())
+        return text(f"re: {asked[-1]}")
 
     with ScriptedProvider([echo] * len(said)) as server:
         async with running_gateway(
             server, tmp_path, platform=bot, settings={"allow_users": [alice.user_id]}
         ):
-            shown = await until_shown(alice, lambda s: len(answers(s)) == len(said))
-    assert answers(shown) == [f"re: {line}" for line in said]  # in the order they came
+            await until_shown(alice, lambda s: len(answers(s)) == len(said))
+    assert asked == said  # the turns ran in the order the mails came
+    replied = {text: to for to, text in await alice.replies() if text.startswith("re: ")}
+    assert [replied[f"re: {line}"] for line in said] == alice.sent  # each to its own mail
 
 
 def answers(shown: list[str]) -> list[str]:
