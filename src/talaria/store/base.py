@@ -255,7 +255,8 @@ class SessionCatalogue(Protocol):
         ...
 
     def resolve(self, ref: str) -> str:
-        """Exact id, exact title, "latest", or a unique id prefix of at least 6 characters."""
+        """Exact id, exact title, a title in any case (when only one matches), "latest", or a
+        unique id prefix of at least 6 characters."""
         ...
 
     def list_sessions(

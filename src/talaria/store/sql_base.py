@@ -277,6 +277,12 @@ class SqlSessionStore(SqlLedger, ABC):
             row = self._run(conn, f"SELECT id FROM sessions WHERE {column} = ?", (ref,)).fetchone()
             if row is not None:
                 return str(row["id"])
+        same_words = "SELECT id FROM sessions WHERE lower(title) = lower(?) ORDER BY id LIMIT 20"
+        titled = self._run(conn, same_words, (ref,)).fetchall()
+        if len(titled) == 1:
+            return str(titled[0]["id"])
+        if titled:
+            raise AmbiguousSession(ref, [str(r["id"]) for r in titled])
         if ref == "latest":
             row = self._run(
                 conn,

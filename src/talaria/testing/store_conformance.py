@@ -333,6 +333,17 @@ class StoreConformance:
         store.append_messages("20240501_abcdef12", [(0, {"role": "user", "content": "x"})])
         assert store.resolve("latest") == "20240501_abcdef12"
 
+    def test_resolve_matches_a_title_in_any_case_when_only_one_does(
+        self, store: SessionStore
+    ) -> None:
+        store.create_session("20240501_abcdef12", title="Refactor Store")
+        assert store.resolve("refactor store") == "20240501_abcdef12"
+        store.create_session("20240502_99887766", title="refactor STORE")
+        assert store.resolve("refactor STORE") == "20240502_99887766"  # the exact one first
+        with pytest.raises(AmbiguousSession) as excinfo:
+            store.resolve("REFACTOR store")
+        assert sorted(excinfo.value.candidates) == ["20240501_abcdef12", "20240502_99887766"]
+
     def test_resolve_reports_missing_and_ambiguous(self, store: SessionStore) -> None:
         with pytest.raises(SessionNotFound):
             store.resolve("latest")
