@@ -65,6 +65,8 @@ class FakeTelegram:
         self.hold_downloads = False
         """The same for getFile (a download the bot started and never finished)."""
         self.held = 0
+        self.failing_polls = 0
+        """getUpdates answers 502 Bad Gateway this many more times (a proxy in trouble)."""
         self.files: dict[str, bytes] = {}
         """file_id -> the bytes a user sent (served by getFile and the file URL)."""
         self.downloads: list[str] = []
@@ -213,6 +215,10 @@ class FakeTelegram:
         return 200, {"ok": True, "result": True}
 
     def _api_getupdates(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._changed:
+            if self.failing_polls > 0:
+                self.failing_polls -= 1
+                return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
         offset = int(params.get("offset") or 0)
         deadline = time.monotonic() + float(params.get("timeout") or 0)
         with self._changed:

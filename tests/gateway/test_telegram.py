@@ -16,6 +16,7 @@ from gateway_process import GatewayProcess, killed_while_sending
 from gateway_support import Gate, Harness, running_gateway
 from helpers import FOREVER
 from talaria.gateway.delivery import REPEAT_MARK
+from talaria.gateway.platform import ChatRef, NotSent
 from talaria.gateway.telegram import TelegramPlatform
 from talaria.testing import ScriptedProvider, call, calls, text
 from telegram_fake import FakeTelegram
@@ -376,3 +377,37 @@ async def test_the_agent_is_told_how_to_send_files_in_a_system_prompt_that_stays
     assert first["content"].endswith("\n\n" + FILES_LINE)
     if prompt:
         assert first["content"] == f"{prompt}\n\n{FILES_LINE}"
+
+
+async def test_polling_waits_longer_after_each_failure_and_recovers() -> None:
+    waits: list[float] = []
+
+    async def recorded(seconds: float) -> None:
+        waits.append(seconds)
+        await asyncio.sleep(0)
+
+    received: asyncio.Queue[Any] = asyncio.Queue()
+    with FakeTelegram() as api:
+        api.failing_polls = 7
+        platform = TelegramPlatform(
+            "telegram", {"token": "123:TEST", "base_url": api.base_url, "poll_timeout": 1},
+            sleep=recorded,
+        )  # fmt: skip
+        await platform.start(received.put)
+        try:
+            api.user_says("still there?", user_id=ALICE)
+            message = await asyncio.wait_for(received.get(), FOREVER)
+        finally:
+            await platform.stop()
+    assert message.text == "still there?"
+    assert waits == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+
+
+async def test_a_send_that_never_reached_telegram_is_not_sent() -> None:
+    """Nothing left this machine (no server listens): the outbox may wait without marking a
+    later send as a possible repeat."""
+    with FakeTelegram() as api:
+        unreachable = api.base_url
+    platform = TelegramPlatform("telegram", {"token": "123:TEST", "base_url": unreachable})
+    with pytest.raises(NotSent):
+        await platform.send(ChatRef("telegram", str(ALICE), ""), "hello", key="k1")

@@ -18,7 +18,7 @@ from typing import Any
 
 from talaria.gateway import access
 from talaria.gateway.chat import AgentFactory, ChatSession, GatewayContext, GatewayStore
-from talaria.gateway.delivery import Outbox, Sleep
+from talaria.gateway.delivery import Outbox
 from talaria.gateway.platform import (
     ADAPTERS,
     Attachment,
@@ -27,6 +27,7 @@ from talaria.gateway.platform import (
     FetchesFiles,
     Inbound,
     Platform,
+    Sleep,
     Update,
     end_tasks,
 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from talaria.gateway.platform import (
     PlatformError,
     RateLimited,
     SendsFiles,
+    Sleep,
 )
 from talaria.offload import run_blocking
 from talaria.store.ledger import DeliveryLedger, OutboundPart
@@ -37,8 +37,6 @@ FIRST_BACKOFF_S = 0.5
 MAX_WAIT_S = 300.0
 """The longest single wait, whatever a platform's retry-after says."""
 REPEAT_MARK = "(sent again after a restart; you may see this twice)\n"
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 def chat_of(part: OutboundPart) -> ChatRef:

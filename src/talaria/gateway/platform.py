@@ -109,6 +109,8 @@ class ButtonPress:
 
 Update = Inbound | ButtonPress
 Sink = Callable[[Update], Awaitable[None]]
+Sleep = Callable[[float], Awaitable[None]]
+"""How an adapter or the outbox waits (tests pass one that records the waits)."""
 """What an adapter hands its updates to; it acknowledges the update once this returns."""
 
 

@@ -9,6 +9,10 @@ downloaded from the same server (`.../file/bot<token>/<file_path>`, after `getFi
 (its largest size) or a document becomes an `Attachment` downloaded only once the sender may
 talk; files go back by `sendPhoto` (an image by its bytes) or `sendDocument`.
 
+While the Bot API is out of reach, polling waits longer after each failure (2 s doubling to
+60 s); a send whose connection never opened is `NotSent` (nothing reached Telegram, so the
+outbox waits without using up an attempt or marking the text as possibly repeated).
+
 Settings: `token` (from @BotFather), `base_url`, `poll_timeout` (seconds, default 25).
 """
 
@@ -24,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, Update
 from telegram import error as tg_error
 from telegram.request import HTTPXRequest
@@ -36,9 +41,11 @@ from talaria.gateway.platform import (
     Capabilities,
     ChatRef,
     Inbound,
+    NotSent,
     PlatformError,
     RateLimited,
     Sink,
+    Sleep,
 )
 from talaria.messages.media import image_type
 
@@ -46,6 +53,9 @@ log = logging.getLogger("talaria.gateway.telegram")
 
 MAX_LEN = 4096
 RETRY_NETWORK_S = 2.0
+MAX_RETRY_S = 60.0
+NOTHING_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""httpx's errors raised before a request left: Telegram cannot have seen it."""
 
 
 class TelegramPlatform:
@@ -53,7 +63,9 @@ class TelegramPlatform:
         can_edit=True, max_len=MAX_LEN, buttons=True, typing=True, threads=True
     )
 
-    def __init__(self, name: str, settings: Mapping[str, Any]) -> None:
+    def __init__(
+        self, name: str, settings: Mapping[str, Any], *, sleep: Sleep = asyncio.sleep
+    ) -> None:
         token = settings.get("token")
         if not token:
             raise ValueError(f"gateway.platforms.{name}.token: the bot's token is required")
@@ -68,6 +80,7 @@ class TelegramPlatform:
         )
         self.username = ""
         self.bot_id = 0
+        self._sleep = sleep
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, sink: Sink) -> None:
@@ -85,6 +98,7 @@ class TelegramPlatform:
 
     async def _poll(self, sink: Sink) -> None:
         offset: int | None = None
+        wait = RETRY_NETWORK_S
         while True:
             try:
                 updates = await self.bot.get_updates(
@@ -93,18 +107,20 @@ class TelegramPlatform:
                     allowed_updates=["message", "callback_query"],
                 )
             except tg_error.RetryAfter as refused:
-                await asyncio.sleep(_retry_seconds(refused))
+                await self._sleep(_retry_seconds(refused))
                 continue
             except (tg_error.NetworkError, tg_error.TelegramError) as exc:
-                log.warning("telegram: getUpdates failed (%s); retrying", exc)
-                await asyncio.sleep(RETRY_NETWORK_S)
+                log.warning("telegram: getUpdates failed (%s); retrying in %.0f s", exc, wait)
+                await self._sleep(wait)
+                wait = min(wait * 2, MAX_RETRY_S)
                 continue
+            wait = RETRY_NETWORK_S
             for update in updates:
                 try:
                     await self._hand_over(update, sink)
                 except Exception:  # not recorded: not confirmed, so Telegram sends it again
                     log.exception("telegram: update %s not taken; retrying", update.update_id)
-                    await asyncio.sleep(RETRY_NETWORK_S)
+                    await self._sleep(RETRY_NETWORK_S)
                     break
                 offset = update.update_id + 1
 
@@ -286,6 +302,10 @@ def _translated(unchanged_ok: bool = False) -> Any:
         raise PlatformError(str(exc)) from None
     except (tg_error.Forbidden, tg_error.InvalidToken) as exc:
         raise PlatformError(str(exc)) from None
+    except tg_error.NetworkError as exc:
+        if isinstance(exc.__cause__, NOTHING_SENT):
+            raise NotSent(str(exc)) from exc
+        raise
 
 
 def create(name: str, settings: Mapping[str, Any]) -> TelegramPlatform:
