@@ -38,6 +38,7 @@ from talaria.gateway.platform import (
     RateLimited,
     Sink,
     Update,
+    end_tasks,
 )
 
 log = logging.getLogger(__name__)
@@ -113,10 +114,7 @@ class MatrixPlatform:
         self._task = asyncio.create_task(self._sync_forever(), name=f"matrix-sync-{self.name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await end_tasks(self._task)
         if self._client is not None:
             await self._client.close()
         self._sink = None

@@ -46,6 +46,7 @@ from talaria.gateway.platform import (
     RateLimited,
     Sink,
     Sleep,
+    end_tasks,
 )
 from talaria.messages.media import image_type
 
@@ -89,10 +90,7 @@ class TelegramPlatform:
         self._task = asyncio.create_task(self._poll(sink))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await end_tasks(self._task)
         with contextlib.suppress(Exception):
             await self.bot.shutdown()
 
