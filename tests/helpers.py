@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import base64
 import os
+import socketserver
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from talaria import Agent, tool
 from talaria.testing.server import ScriptedProvider
@@ -22,6 +24,24 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 FOREVER = 3600.0
 """A delay no passing test waits out: when the behaviour under test (an interrupt, a timeout,
 a cancel) fails, the test hangs until pytest-timeout ends it, instead of asserting a time."""
+
+
+Served = TypeVar("Served", bound=socketserver.BaseServer)
+
+
+@contextmanager
+def serving(server: Served) -> Iterator[Served]:
+    """Serve `server` from a thread for the block, then shut it down and close it. The thread
+    looks for the shutdown every 50 ms: with serve_forever's default of half a second, every
+    test that stops a server would wait out about a quarter second in its teardown."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def run_python(code: str, *argv: str, cwd: Path, home: Path | None = None) -> str:

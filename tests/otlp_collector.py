@@ -10,8 +10,9 @@ class Collector:
     ExportMetricsServiceRequest it is sent."""
 
     def __init__(self) -> None:
-        import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from helpers import serving
 
         self.spans: list[Any] = []
         self.metric_names: set[str] = set()
@@ -35,8 +36,8 @@ class Collector:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self._serving = serving(self.server)
+        self._serving.__enter__()
 
     @property
     def endpoint(self) -> str:
@@ -61,6 +62,4 @@ class Collector:
                     self.metric_names.update(m.name for m in scope_metrics.metrics)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        self._serving.__exit__(None, None, None)

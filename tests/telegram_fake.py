@@ -22,6 +22,8 @@ from urllib.parse import parse_qs
 
 from telegram import InlineKeyboardMarkup, Update
 
+from helpers import serving
+
 BOT = {"id": 999, "is_bot": True, "first_name": "Talaria", "username": "talaria_bot"}
 WAIT_S = 60.0
 
@@ -80,22 +82,21 @@ class FakeTelegram:
         self._changed = threading.Condition()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._serving = serving(self._server)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/bot"
 
     def __enter__(self) -> FakeTelegram:
-        self._thread.start()
+        self._serving.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.hold_sends = self.hold_files = self.hold_downloads = False
         with self._changed:
             self._changed.notify_all()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.__exit__(None, None, None)
 
     # ---- what users do ---------------------------------------------------------------------
 

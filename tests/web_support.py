@@ -6,11 +6,12 @@ It records every request (path and Host header), so a test can see what reached 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from helpers import serving
 
 ARTICLE = """<!doctype html><html><head><title>Tide tables</title>
 <script>window.tracking = 1;</script><style>nav { color: red }</style></head><body>
@@ -189,11 +190,5 @@ def web_site() -> Iterator[WebSite]:
     ref: list[WebSite] = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(ref))
     ref.append(WebSite(server))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield ref[0]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

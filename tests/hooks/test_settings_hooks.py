@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from helpers import scripted_agent, tool_results
+from helpers import scripted_agent, serving, tool_results
 from talaria import Agent
 from talaria.events import Notice
 from talaria.hooks.settings import Group, trust
@@ -141,13 +140,9 @@ class _Endpoint(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _Endpoint)
     _Endpoint.received = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook"
-    server.shutdown()
-    server.server_close()
+    with serving(HTTPServer(("127.0.0.1", 0), _Endpoint)) as server:
+        yield f"http://127.0.0.1:{server.server_port}/hook"
 
 
 def test_an_http_hook_decides_like_a_command(

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import FOREVER
+from helpers import FOREVER, serving
 from talaria.core import Message, ModelRequest, ModelResponse
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.wire.anthropic_adapter import build_body, convert_messages, replay_source
@@ -464,7 +464,6 @@ def test_importing_the_client_does_not_import_the_sdk() -> None:
 
 async def test_an_error_event_inside_the_stream_is_classified() -> None:
     """Anthropic reports overload mid-stream as an ``error`` event after a 200."""
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     start = {"type": "message_start", "message": {"id": "m", "model": "x", "usage": {}}}
@@ -485,18 +484,15 @@ async def test_an_error_event_inside_the_stream_is_classified() -> None:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = AnthropicMessagesClient(
-        "claude-x", base_url=f"http://127.0.0.1:{server.server_address[1]}", api_key="k"
-    )
-    try:
-        with pytest.raises(ProviderError) as caught:
-            await client.complete(ask({"role": "user", "content": "q"}), Recorder())
-    finally:
-        await client.aclose()
-        server.shutdown()
-        server.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
+        client = AnthropicMessagesClient(
+            "claude-x", base_url=f"http://127.0.0.1:{server.server_address[1]}", api_key="k"
+        )
+        try:
+            with pytest.raises(ProviderError) as caught:
+                await client.complete(ask({"role": "user", "content": "q"}), Recorder())
+        finally:
+            await client.aclose()
     assert caught.value.kind is ErrorKind.OVERLOADED
     assert "Overloaded" in caught.value.message
 

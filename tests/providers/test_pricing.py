@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import serving
 from talaria.core import Usage
 from talaria.providers.pricing import estimate_cost
 from talaria.providers.profiles.context_windows import context_window, fetch_endpoint_context_length
@@ -173,13 +173,9 @@ def models_server() -> Iterator[dict[str, Any]]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    state["url"] = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as httpd:
+        state["url"] = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        yield state
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from helpers import MODES
+from helpers import MODES, serving
 from talaria.core import ModelRequest
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.transport.sse import Event, events, json_events
@@ -317,7 +317,6 @@ CANNED_STREAM = (
 def forward_proxy() -> Iterator[list[str]]:
     """An HTTP forward proxy that answers every request itself; it records the request
     targets it was asked for (absolute URLs when a client goes through a proxy)."""
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     seen: list[str] = []
@@ -335,13 +334,9 @@ def forward_proxy() -> Iterator[list[str]]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    seen.append(f"http://127.0.0.1:{httpd.server_address[1]}")
-    yield seen
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as httpd:
+        seen.append(f"http://127.0.0.1:{httpd.server_address[1]}")
+        yield seen
 
 
 def test_http_proxy_and_no_proxy_from_the_environment(
@@ -506,7 +501,6 @@ def test_https_refuses_a_server_whose_certificate_is_not_trusted(tmp_path: Path)
 def test_the_window_probe_asks_each_endpoint_once_per_process() -> None:
     """Ten agents starting at once on a local server: one probe, one answer for all."""
     import json as json_module
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from talaria.providers.profiles.context_windows import fetch_endpoint_context_length
@@ -531,20 +525,14 @@ def test_the_window_probe_asks_each_endpoint_once_per_process() -> None:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-
     async def ten_at_once() -> list[int | None]:
         probes = [fetch_endpoint_context_length(url, None, "q") for _ in range(10)]
         return list(await asyncio.gather(*probes))
 
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as httpd:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
         first = asyncio.run(ten_at_once())
         later = asyncio.run(fetch_endpoint_context_length(url, None, "q"))
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert first == [12_288] * 10 and later == 12_288
     assert sorted(asked) == sorted(
         ["/props", "/slots", "/api/v0/models", "/api/show", "/v1/models"]

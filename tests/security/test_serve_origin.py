@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import select
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from browser_support import chromium
+from helpers import serving
 from server_helpers import ServeProcess, read_events
 from talaria.testing import ScriptedProvider, call, text
 
@@ -81,14 +81,8 @@ def _hostile_site(target: str) -> Iterator[str]:
     """A second little web server, on another loopback port: another origin."""
     page = (ATTACK % {"target": json.dumps(target)}).encode()
     handler = type("Handler", (_HostilePage,), {"page": page})
-    site = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=site.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as site:
         yield f"http://127.0.0.1:{site.server_address[1]}"
-    finally:
-        site.shutdown()
-        site.server_close()
 
 
 @pytest.fixture(scope="module")

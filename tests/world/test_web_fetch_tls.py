@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers import serving
 from talaria.tools.base import ToolContext, ToolError
 from talaria.tools.web import fetch
 from talaria.tools.web.settings import WebSettings
@@ -56,11 +57,8 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the client trusts this certificate only
     fetch._tls.cache_clear()
     running = Server(context)
-    thread = threading.Thread(target=running.http.serve_forever, daemon=True)
-    thread.start()
-    yield running
-    running.http.shutdown()
-    running.http.server_close()
+    with serving(running.http):
+        yield running
     fetch._tls.cache_clear()
 
 
