@@ -283,9 +283,8 @@ class Agent:
         except SessionBusy as busy:
             return busy_result(busy, session, task)
         self._steering.begin_turn(task)
-        checkpoints = await self._checkpoint(runtime, session, "begin_turn", content)
-        if checkpoints:
-            runtime.before_tools = functools.partial(self._step_checkpoint, runtime)
+        begun = await self._begin_checkpoint(runtime, session, content)
+        runtime.before_tools = functools.partial(self._step_checkpoint, runtime, begun)
         try:
             agent_services(runtime).session_id = session.id
             state = await run_turn(runtime, session, content, task)
@@ -293,8 +292,8 @@ class Agent:
             self._steering.end_turn()
             runtime.before_tools = None
             kill_owned(session.id, background=False)  # nothing of the turn outlives it
-            if checkpoints:
-                await self._checkpoint(runtime, session, "end_turn", content)
+            if await begun:
+                await self._checkpoint(runtime, lambda c: c.end_turn())
             await _release_quietly(session)
         self._record_turn(session, state)
         return result_dict(state, session, self._interrupt.message)
@@ -621,34 +620,50 @@ class Agent:
             self._checkpoints = (session_id, opened)
         return self._checkpoints[1]
 
+    async def _begin_checkpoint(
+        self, runtime: Runtime, session: SessionHandle, content: Content
+    ) -> asyncio.Future[bool]:
+        """The snapshot of the files as the turn begins, taken while the turn's first request
+        goes out: no tool runs before `_step_checkpoint` has waited for it. A hook that runs
+        before the model call may change files, so with one the turn waits for it first."""
+        seq = session.next_seq + session.unsaved
+        prompt = _prompt_text(content)
+        begun = asyncio.ensure_future(
+            self._checkpoint(runtime, lambda c: c.begin_turn(seq, prompt))
+        )
+        if runtime.hooks.has("user_prompt_submit") or runtime.hooks.has("pre_llm_call"):
+            await begun
+        return begun
+
     async def _checkpoint(
-        self, runtime: Runtime, session: SessionHandle, step: str, content: Content
+        self, runtime: Runtime, take: Callable[[SessionCheckpoints], object]
     ) -> bool:
-        """Snapshot the writable roots as a turn begins or ends; a failure is a warning (the
-        turn runs without a restore point), never the turn's end."""
-        from talaria.checkpoints import CheckpointError
+        """Snapshot the writable roots as a turn begins or ends (`take` does it, in a thread);
+        a failure is a warning (the turn runs without a restore point), never the turn's
+        end."""
         from talaria.events import Notice
 
         try:
             checkpoints = await self._session_checkpoints()
-            if step == "begin_turn":
-                seq = session.next_seq + session.unsaved
-                await asyncio.to_thread(checkpoints.begin_turn, seq, _prompt_text(content))
-            else:
-                await asyncio.to_thread(checkpoints.end_turn)
+            await asyncio.to_thread(take, checkpoints)
             return True
-        except (CheckpointError, OSError, ValueError) as exc:
+        except Exception as exc:
+            if not _checkpoint_failed(exc):
+                raise
             runtime.emit(Notice("warning", f"no checkpoint of the files this turn: {exc}"))
             return False
 
-    async def _step_checkpoint(self, runtime: Runtime, names: list[str]) -> None:
+    async def _step_checkpoint(
+        self, runtime: Runtime, begun: asyncio.Future[bool], names: list[str]
+    ) -> None:
         """Before a step whose tools change files (`assembly.writes_files`), a checkpoint of
         the files (a failure is a warning: the step runs, the turn's own checkpoints still
-        hold)."""
+        hold). The turn's first snapshot is complete before any tool runs."""
         from talaria.assembly import writes_files
-        from talaria.checkpoints import CheckpointError
         from talaria.events import Notice
 
+        if not await begun:
+            return
         writing = [name for name in names if writes_files(runtime.tools.get(name))]
         if not writing:
             return
@@ -656,7 +671,9 @@ class Agent:
             checkpoints = await self._session_checkpoints()
             if checkpoints.enabled:
                 await asyncio.to_thread(checkpoints.before_step, ", ".join(writing))
-        except (CheckpointError, OSError, ValueError) as exc:
+        except Exception as exc:
+            if not _checkpoint_failed(exc):
+                raise
             runtime.emit(Notice("warning", f"no checkpoint before this step: {exc}"))
 
     def _run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -880,6 +897,15 @@ def _prompt_text(content: Content) -> str:
     if isinstance(content, str):
         return content
     return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+
+
+def _checkpoint_failed(exc: Exception) -> bool:
+    """A snapshot's own failure (git missing or failing, a file it cannot read), which is a
+    warning. The checkpoint code is imported in the snapshot's thread, here only on a failure:
+    the turn's first request never waits for it."""
+    from talaria.checkpoints import CheckpointError
+
+    return isinstance(exc, (CheckpointError, OSError, ValueError))
 
 
 def _loop_running() -> bool:
