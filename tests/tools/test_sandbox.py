@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -178,6 +179,22 @@ def test_the_private_tmp_hides_the_real_one_and_says_so(
     agent = make_agent(provider, dirs, config={"approvals.mode": "off"})
     (result,) = run(provider, agent, f"cat {tmp_path}/real.txt")
     assert "on the host" not in result and "private /tmp" in result
+
+
+def test_a_file_missing_from_a_workspace_in_tmp_is_not_blamed_on_the_sandbox(
+    provider: ScriptedProvider, dirs: dict[str, Path]
+) -> None:
+    """The working directory is visible below the private /tmp: a script run before it is
+    written fails as it would outside, with no advice to escalate."""
+    work = Path(tempfile.mkdtemp(prefix="talaria-work-", dir="/tmp"))
+    try:
+        (work / "there.txt").write_text("in the workspace")
+        agent = make_agent(provider, {**dirs, "work": work}, config={"approvals.mode": "off"})
+        there, missing = run(provider, agent, "cat there.txt", f"python3 {work}/hello.py")
+    finally:
+        shutil.rmtree(work)
+    assert "in the workspace" in there
+    assert "No such file or directory" in missing and "sandbox" not in missing
 
 
 def test_extra_writable_roots_are_writable(

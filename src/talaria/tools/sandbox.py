@@ -43,6 +43,7 @@ _NETWORK_DOWN = re.compile(
     r"|Address family not supported",
     re.I,
 )
+_TMP_PATH = re.compile(r"(?<![\w./-])/tmp/[^\s'\":,;)]+")
 _notice_lock = threading.Lock()
 _notices_given: set[str] = set()
 
@@ -307,7 +308,7 @@ def failure_hint(policy: SandboxPolicy, cwd: Path, output: str, exit_code: int |
             "runs each command in its own process namespace, so it sees and signals only its "
             "own processes (stop background processes with the process tool)"
         )
-    elif "No such file or directory" in output and "/tmp/" in output:
+    elif "No such file or directory" in output and _hidden_tmp_path(policy, cwd, output):
         what = "has a private /tmp: files in the real /tmp are not visible there"
     else:
         return ""
@@ -315,6 +316,18 @@ def failure_hint(policy: SandboxPolicy, cwd: Path, output: str, exit_code: int |
         f"[sandbox: this command ran in the {policy.mode} sandbox, which {what}. If it must "
         "do this, call terminal again with the same command, escalate=true and a "
         "justification: the user will be asked to let it run outside the sandbox.]"
+    )
+
+
+def _hidden_tmp_path(policy: SandboxPolicy, cwd: Path, output: str) -> bool:
+    """Does the output name a path in /tmp that the private /tmp hides? The working directory
+    and the writable roots are bound into the sandbox even below /tmp (`bwrap_argv`), so a
+    file missing there is simply missing: saying the sandbox hides it sent a small model off
+    to escalate, or to give up, instead of writing the file first (bench/tasks.py)."""
+    shown = [Path(os.path.realpath(cwd)), *policy.root_paths]
+    return any(
+        not any(path == root or root in path.parents for root in shown)
+        for path in (Path(match.group()) for match in _TMP_PATH.finditer(output))
     )
 
 
