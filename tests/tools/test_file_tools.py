@@ -227,6 +227,16 @@ def test_search_files_by_name(ctx: ToolContext, project: Path) -> None:
     ]
 
 
+def test_a_name_search_that_finds_nothing_points_at_the_content_search(
+    ctx: ToolContext, project: Path
+) -> None:
+    """Small models ask for names when they mean the text inside (the bench's 1.5B model on
+    "which file contains a TODO?"): the empty answer says what was searched and what to use."""
+    empty = search_files("main", ctx, target="files")
+    assert "No file names match 'main'" in empty and "target 'content'" in empty
+    assert "src/app.py:3:def main():" in search_files("main", ctx, target="content")
+
+
 def test_file_tools_are_registered_with_their_public_names() -> None:
     tools = {tool.name: tool for tool in builtin_tools() if tool.toolset == "file"}
     assert set(tools) == {"read_file", "write_file", "patch", "search_files"}

@@ -446,6 +446,11 @@ def search_files(pattern: str, ctx: ToolContext, path: str = ".", target: str = 
         found = _grep_rg(rg, pattern, root, ctx) if rg else _grep_python(regex, root, ctx)
     else:
         raise ToolError(f"target must be 'content' or 'files', not {target!r}")
+    if not found and target == "files":
+        return (
+            f"No file names match {pattern!r} in {_display(root, ctx.cwd)} (target 'files' "
+            "matches names; target 'content' searches inside the files)."
+        )
     if not found:
         return f"No matches for {pattern!r} in {_display(root, ctx.cwd)}."
     if len(found) > MAX_MATCHES:
