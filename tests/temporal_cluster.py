@@ -16,13 +16,15 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pg_cluster import free_port
-from talaria.durable.client import DurableTurn, connect, start_turn
 from talaria.testing import ScriptedProvider
+
+if TYPE_CHECKING:  # temporalio takes a third of a second to import, in every pytest process
+    from talaria.durable.client import DurableTurn
 
 EFFECTS_PLUGIN = '''
 import time
@@ -244,6 +246,8 @@ async def turn_across_a_kill(
     pause file; once its effect is written, `while_held(turn)` runs, the worker is killed
     (kill -9: the tool's result is not recorded), the tool is released and a second worker
     takes the turn over."""
+    from talaria.durable.client import connect, start_turn
+
     (home / "pause").touch()
     first = WorkerProcess(target, queue, server, home)
     workers.append(first)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
-import anthropic
 import pytest
 
 from talaria.testing.script import Fail, Reply, ScriptedCall
@@ -225,7 +225,16 @@ def test_cache_is_simulated_so_markers_show_up_in_usage() -> None:
 # ------------------------------------------------- through the official SDK and a real server
 
 
-def test_the_official_sdk_reads_the_non_streaming_answer() -> None:
+@pytest.fixture
+def anthropic() -> ModuleType:
+    """The official SDK, imported by the tests that use it: its import takes a second or more,
+    which every pytest-xdist worker would otherwise pay while collecting this file."""
+    import anthropic
+
+    return anthropic
+
+
+def test_the_official_sdk_reads_the_non_streaming_answer(anthropic: ModuleType) -> None:
     reply = Reply(text="hi there", tool_calls=[ScriptedCall("read_file", {"path": "a"})])
     with ScriptedProvider([reply]) as provider:
         client = anthropic.Anthropic(
@@ -243,7 +252,7 @@ def test_the_official_sdk_reads_the_non_streaming_answer() -> None:
     assert message.stop_reason == "tool_use"
 
 
-def test_the_official_sdk_assembles_the_stream() -> None:
+def test_the_official_sdk_assembles_the_stream(anthropic: ModuleType) -> None:
     reply = Reply(
         text="streamed answer",
         reasoning="thinking it over",
@@ -270,7 +279,7 @@ def test_the_official_sdk_assembles_the_stream() -> None:
     assert message.content[2].input == {"path": "a.txt"}  # type: ignore[union-attr]
 
 
-def test_the_official_sdk_raises_its_own_errors_for_our_error_bodies() -> None:
+def test_the_official_sdk_raises_its_own_errors_for_our_error_bodies(anthropic: ModuleType) -> None:
     with ScriptedProvider(
         [Fail(529, "Overloaded"), Fail(429, "slow down", headers={"retry-after": "2"})]
     ) as provider:
