@@ -171,6 +171,37 @@ def test_a_call_with_arguments_that_do_not_fit_gets_an_error_not_an_answer(
     assert "{" not in streamed(events)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_calls_written_before_the_output_limit_cut_the_answer_run(
+    tmp_path: Path, mode: str
+) -> None:
+    """What Qwen2.5-Coder 0.5B wrote on llama.cpp after a first tool result: the right call,
+    then copies until the output limit. Before, nothing ran and the model was asked again
+    ("make the call again with shorter arguments"), and it wrote a file instead. Now the
+    calls whose text closed run; the cut-off copy is dropped and never shown."""
+    cut = f"```json\n{CALL}\n{CALL}\n" + '{"name": "add", "arguments": {"a'
+    events: list[Any] = []
+    script = [text(cut, finish_reason="length"), text("the sum is 42")]
+    with ScriptedProvider(script) as server:
+        agent = scripted_agent(server, tmp_path, mode, event_callback=events.append)
+        with agent:
+            result = agent.run_conversation("What is 2 + 40? Use the tool.")
+    assert tool_results(result) == ["42", "42"]
+    assert result["final_response"] == "the sum is 42" == streamed(events)
+    assert len(server.requests) == 2
+    assert "cut off" not in str(server.requests[-1].body)
+
+
+def test_an_answer_cut_off_inside_its_only_call_is_still_asked_again(tmp_path: Path) -> None:
+    """No call closed before the cut: nothing runs, the call is asked for again."""
+    cut = '```json\n{"name": "add", "arguments": {"a": 2, "b": 4'
+    script = [text(cut, finish_reason="length"), text(CALL), text("42")]
+    with ScriptedProvider(script) as server, scripted_agent(server, tmp_path) as agent:
+        result = agent.run_conversation("What is 2 + 40? Use the tool.")
+    assert tool_results(result) == ["42"]
+    assert "cut off by the output limit" in str(server.requests[1].body)
+
+
 def test_recognition_can_be_turned_off(tmp_path: Path) -> None:
     result, _, _ = run(tmp_path, CALL, config={"tools.text_calls": False})
     assert tool_results(result) == [] and result["final_response"] == CALL

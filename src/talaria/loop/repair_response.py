@@ -8,7 +8,9 @@ continuations make progress. Tool calls cut off by the output limit are never ru
 retried once, with twice the output room but never more than the window (doubling without end
 kept a small model that repeats itself generating for minutes). A refusal ends the turn at once.
 Where the model's profile says so (custom and local endpoints), an answer that is a tool call
-written as text is read as that call (`loop.text_tool_calls`), with a notice.
+written as text is read as that call (`loop.text_tool_calls`), with a notice; in an answer the
+output limit cut off, the calls whose text closed run and the cut-off rest is dropped (a 0.5B
+model wrote the right call, then copies of it until the limit, and was asked again for all).
 """
 
 from __future__ import annotations
@@ -201,13 +203,16 @@ class _Repair:
         from talaria.loop.text_tool_calls import find_text_tool_calls
 
         offered = [tool["function"]["name"] for tool in self.request.tools]
-        found = find_text_tool_calls(response.text or "", offered)
+        cut_off = response.finish_reason == "length"
+        found = find_text_tool_calls(response.text or "", offered, cut_off=cut_off)
         if found is None:
             return result
         names = ", ".join(call.name for call in found.calls)
         self.caller.emit(Notice("info", f"read a tool call the model wrote as text: {names}"))
         calls = [ToolCall(c.id, c.name, c.arguments) for c in found.calls]
-        changed = replace(response, text=found.text or None, tool_calls=calls)
+        # Calls that closed before the cut are whole: they run, the cut-off rest is dropped.
+        finish = "tool_calls" if cut_off and found.closed else response.finish_reason
+        changed = replace(response, text=found.text or None, tool_calls=calls, finish_reason=finish)
         return CallResult(changed, result.client, result.attempts, result.errors, result.usage)
 
     def _continue(self, response: ModelResponse) -> bool:

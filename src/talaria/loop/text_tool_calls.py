@@ -27,7 +27,8 @@ and carries arguments."""
 _ARGUMENT_KEYS = ("arguments", "parameters", "args")
 MARKERS = ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
 _MISTRAL_NAMED = re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z0-9_.-]+)\s*\[ARGS\]\s*")
-_EMPTY_FENCE = re.compile(r"```[A-Za-z_-]*[\s\[\],]*```")
+_EMPTY_FENCE = re.compile(r"```[A-Za-z_-]*[\s\[\],]*(?:```|$)")
+"""A fence the calls left empty, or left open at the end (the answer was cut off in it)."""
 _NAMED = re.compile(r"""["']name["']\s*:\s*["']([A-Za-z0-9_.:-]+)["']""")
 _ARGUMENTS_AT = re.compile(r"""["'](?:arguments|parameters|args)["']\s*:\s*""")
 
@@ -50,11 +51,18 @@ class TextCalls:
     calls: list[TextCall]
     text: str
     """What is left of the answer around the calls (often nothing)."""
+    closed: bool = True
+    """Every call's object closed; False for a call that names an offered tool but does not
+    decode (cut off, a missing comma)."""
 
 
-def find_text_tool_calls(text: str, tools: Collection[str]) -> TextCalls | None:
+def find_text_tool_calls(
+    text: str, tools: Collection[str], *, cut_off: bool = False
+) -> TextCalls | None:
     """The calls `text` spells, given the names of the offered tools; None when it spells
-    none (prose, data that is not a call)."""
+    none (prose, data that is not a call). `cut_off`: the output limit stopped the answer, so
+    what follows the last call whose object closed is dropped (the cut-off remainder, often a
+    half-written call)."""
     if not text or not tools or "{" not in text:
         return None
     spans: list[tuple[int, int]] = []
@@ -74,7 +82,10 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> TextCalls | None:
         if call is not None:
             spans.append((start, end))
             found.append(call)
-    if not found:
+    closed = bool(found)
+    if closed and cut_off:
+        text = text[: max(end for _, end in spans)]
+    elif not closed:
         broken = _undecodable_call(text, tools)
         if broken is None:
             return None
@@ -83,7 +94,7 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> TextCalls | None:
         TextCall(_call_id(text, number), name, _arguments_text(arguments))
         for number, (name, arguments) in enumerate(found)
     ]
-    return TextCalls(calls, _rest(text, spans))
+    return TextCalls(calls, _rest(text, spans), closed)
 
 
 def as_call(value: Any, tools: Collection[str]) -> tuple[str, Any] | None:
