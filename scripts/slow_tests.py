@@ -5,12 +5,14 @@ slow"` is the part a contributor runs in about a minute. Run this after adding t
 start processes or loop long:
 
     python scripts/slow_tests.py                 # runs the tests that need no service, timed
-    python scripts/slow_tests.py --log FILE...   # reads `pytest --durations=0` outputs instead
+    python scripts/slow_tests.py --log FILE...   # reads outputs of pytest --durations=0 instead
 
 A test is slow when its setup, call and teardown together take more than `--over` seconds
 (all parameter sets of one test function count as one test). Given several logs, a test counts
 with its quickest time among the logs that ran it: a machine busy with other work during one
-run makes tests look slow that are not.
+run makes tests look slow that are not, and a cost paid once per process (a module-scoped
+fixture, a cache) falls on whichever test runs first. Logs made with --durations-min=0 list
+every test that ran; pytest leaves out those under 5 ms otherwise.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def main() -> int:
         outputs = [log.read_text() for log in args.log]
     else:
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
-        command += ["-m", "not services", "--durations=0"]
+        command += ["-m", "not services", "--durations=0", "--durations-min=0"]
         outputs = [subprocess.run(command, cwd=ROOT, capture_output=True, text=True).stdout]
     quickest: dict[str, float] = {}
     for spent in map(durations, outputs):
