@@ -6,7 +6,9 @@ used (user + system, which a loaded machine inflates less than wall time).
 Library: `python -c` with the side's own one-shot (talaria `Agent(...).chat`, hermes-agent
 `AIAgent(...).chat`, pydantic-ai `Agent(...).run_sync`, the Agents SDK `Runner.run_sync`),
 each in its own venv's interpreter. CLI: `talaria chat -q` against `hermes chat -q` (the
-other peers have no chat command). The floor is one `httpx.post` from a bare interpreter.
+other peers have no chat command). The floor is one `httpx.post` from a bare interpreter;
+the library's runs and the CLI's are two passes, each with the floor's runs interleaved in it
+(a busy machine's load moves between passes, so each row is compared with its own floor).
 Runs are interleaved across sides; medians. A first round is not counted, so that every side
 starts as a user's second run does: bytecode written, files in the OS cache, and talaria's
 user cache (prices, plugin scan; in a temporary TALARIA_CACHE_DIR) filled. Each run's user
@@ -254,6 +256,7 @@ def run(
             cli: dict[str, Command | str] = {
                 TALARIA.key: talaria_cli,
                 HERMES.key: (unavailable(HERMES) or hermes_cli) if with_peers else "skipped",
+                "floor": library["floor"],
             }
             if baseline is not None:
                 cli[BASELINE] = talaria_cli
