@@ -227,11 +227,15 @@ STDLIB_NOT_BEFORE_THE_FIRST_REQUEST = (
 )
 
 SNAPSHOT_ON_SIGNAL = """
-import signal, sys
+import os, signal, sys
 
 def snapshot(number, frame):
-    with open(sys.argv[2], "w") as out:
-        out.write("\\n".join(sorted(sys.modules)))
+    # listed first, then the file appears whole: the server answers once it exists, and the
+    # answer's own imports (on the agent's loop thread) must not slip into the list
+    names = "\\n".join(sorted(sys.modules))
+    with open(sys.argv[2] + ".part", "w") as out:
+        out.write(names)
+    os.replace(sys.argv[2] + ".part", sys.argv[2])
 
 signal.signal(signal.SIGUSR1, snapshot)
 from talaria import Agent
