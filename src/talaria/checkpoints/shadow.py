@@ -120,7 +120,9 @@ class ShadowRepo:
         if (self.git_dir / "HEAD").exists():
             return
         self.git_dir.parent.mkdir(parents=True, exist_ok=True)
-        self._git("init", "-q", "--bare", str(self.git_dir), init=True)
+        # No template: git's sample hooks and description are 18 files per session that
+        # nothing here reads.
+        self._git("init", "-q", "--bare", "--template=", str(self.git_dir), init=True)
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
         own = ["/" + _literal(path) + "/" for path in self.exclude if path not in ("", ".")]
