@@ -84,6 +84,20 @@ def test_a_call_cut_off_by_the_limit_is_asked_again_once_within_the_window(
     assert not tool_results(result), "a cut-off call never runs"
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_empty_reply_after_the_tools_is_asked_for_the_answer(tmp_path: Path, mode: str) -> None:
+    """Qwen2.5-Coder 1.5B replied empty once its tools had run; the old note ("no text and no
+    tool call. Continue from where you are") made it answer that it had nothing to continue
+    from. The note now asks for the answer to the user's request."""
+    replies = [Reply(tool_calls=[ScriptedCall("add", {"a": 2, "b": 40})]), Reply(), text("42")]
+    with ScriptedProvider(replies) as server, agent(server, tmp_path, mode, tools=[add]) as a:
+        result = a.run_conversation("add 2 and 40")
+    assert result["final_response"] == "42" and tool_results(result) == ["42"]
+    asked = str(server.requests[-1].body)
+    assert "Answer the user's request now" in asked
+    assert "Continue from where you are" not in asked
+
+
 def test_the_big_apis_keep_their_own_limits(tmp_path: Path) -> None:
     with ScriptedProvider([text("hi")]) as server:
         with agent(server, tmp_path, provider="openai", api_key="k") as a:

@@ -351,8 +351,8 @@ def test_nudge_is_in_the_request_only(
     mode: str, servers: tuple[ScriptedProvider, ScriptedProvider], tmp_path: Path
 ) -> None:
     result, _ = run_case(Case("empty", [Reply(), text("ok")]), mode, servers, tmp_path)
-    assert "no answer" in str(servers[0].requests[1].body)
-    assert "no answer" not in str(result["messages"])
+    assert "reply was empty" in str(servers[0].requests[1].body)
+    assert "reply was empty" not in str(result["messages"])
     assert [m["role"] for m in result["messages"]] == ["user", "assistant"]
 
 

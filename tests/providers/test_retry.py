@@ -238,7 +238,7 @@ async def test_reasoning_from_every_attempt_is_kept() -> None:
     assert result.usage.output_tokens > result.response.usage.output_tokens, (
         "the spend of the reasoning-only answer is counted too"
     )
-    assert "no answer" in model.requests[1].messages[-1]["content"]
+    assert "reply was empty" in model.requests[1].messages[-1]["content"]
 
 
 async def test_truncated_calls_are_retried_then_fail_with_the_reason() -> None:

@@ -42,9 +42,12 @@ MAX_CONTINUATIONS = 3
 MAX_TRUNCATION_RETRIES = 1
 
 EMPTY_NOTE = (
-    "[Your previous reply contained no answer: no text and no tool call. Continue from where "
-    "you are and answer the user now, or call a tool.]"
+    "[Your last reply was empty. Answer the user's request now, or call a tool if something "
+    "is left to do.]"
 )
+"""Qwen2.5-Coder 1.5B on llama.cpp, done after its tool calls, replied empty; told "no text and
+no tool call... continue from where you are", it answered that it had no previous reply to
+continue from; told this, it answered with what the tools had found."""
 CONTINUE_NOTE = (
     "[Your answer above was cut off by the output limit. Continue exactly where it stopped, "
     "without repeating anything.]"
