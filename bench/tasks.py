@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,7 +206,7 @@ TASKS = (
 )
 
 
-def run_task(side: Side, task: Task, url: str, model: str) -> dict[str, Any]:
+def run_task(side: Side, task: Task, url: str, model: str, limit: float) -> dict[str, Any]:
     """One side on one task in a fresh workspace: steps, seconds, and whether it is done."""
     with tempfile.TemporaryDirectory(prefix=f"task-{task.name}-") as tmp:
         workspace = Path(tmp)
@@ -220,20 +221,22 @@ def run_task(side: Side, task: Task, url: str, model: str) -> dict[str, Any]:
             "max_steps": MAX_STEPS,
         }
         command = [str(side.python), str(Path(__file__).parent / side.driver), "task"]
+        started = time.monotonic()
         try:
             done = subprocess.run(
                 [*command, json.dumps(params)],
                 capture_output=True,
                 text=True,
-                timeout=TASK_SECONDS,
+                timeout=limit,
                 cwd=Path(__file__).parent,
             )
         except subprocess.TimeoutExpired:
-            return {"ok": False, "why": f"still running after {TASK_SECONDS} s", "steps": None}
+            return {"ok": False, "why": f"still running after {limit:.0f} s", "seconds": limit}
         lines = done.stdout.strip().splitlines()
         if done.returncode != 0 or not lines:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-            return {"ok": False, "why": f"driver failed: {tail}", "steps": None}
+            seconds = time.monotonic() - started
+            return {"ok": False, "why": f"driver failed: {tail}", "seconds": seconds}
         outcome: dict[str, Any] = json.loads(lines[-1])
         why = outcome.get("error") or task.check(workspace, outcome.get("answer") or "")
         return {**outcome, "ok": why is None, "why": why}
@@ -252,7 +255,7 @@ def _cell(outcome: dict[str, Any]) -> str:
 def summary(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
     done = [o for o in outcomes if o["ok"]]
     steps = [o["steps"] for o in outcomes if o.get("steps") is not None]
-    seconds = [o.get("seconds") or TASK_SECONDS for o in outcomes]
+    seconds = [o.get("seconds") or 0.0 for o in outcomes]
     return {
         "solved": f"{len(done)} of {len(outcomes)}",
         "steps": f"{statistics.mean(steps):.1f}" if steps else "-",
@@ -307,6 +310,12 @@ def main() -> None:
     parser.add_argument("--model", help="the model name to send (default: the size's alias)")
     parser.add_argument("--only", nargs="*", choices=[side.key for side in SIDES])
     parser.add_argument("--tasks", nargs="*", choices=[task.name for task in TASKS])
+    parser.add_argument(
+        "--seconds",
+        type=int,
+        default=TASK_SECONDS,
+        help=f"per task and side (default {TASK_SECONDS}; on a loaded machine cut it for all)",
+    )
     args = parser.parse_args()
     model = args.model or f"qwen2.5-coder-{args.size}-instruct"
     tasks = [task for task in TASKS if not args.tasks or task.name in args.tasks]
@@ -322,7 +331,7 @@ def main() -> None:
                     continue
                 results[side.label] = []
                 for task in tasks:
-                    outcome = run_task(side, task, url, model)
+                    outcome = run_task(side, task, url, model, args.seconds)
                     print(f"{side.label:12} {task.name:18} {_cell(outcome)}", flush=True)
                     results[side.label].append(outcome)  # type: ignore[union-attr]
         finally:
@@ -336,12 +345,13 @@ def main() -> None:
         "load": "the machine was shared with other work: success and steps hold, times are "
         "under load (compare the sides, not the absolute seconds)",
         "steps": "model calls the side made for the task (its own count)",
-        "limits": f"{MAX_STEPS} model calls and {TASK_SECONDS} s per task",
+        "limits": f"{MAX_STEPS} model calls and {args.seconds} s per task, the same for every side",
         "check": "the bench checks every outcome itself (files, output, the answer's facts)",
     }
+    limited = "" if args.seconds == TASK_SECONDS else f", {args.seconds} s each"
     report(
         "tasks",
-        f"{len(tasks)} small coding tasks on a local {args.size.upper()} model",
+        f"{len(tasks)} small coding tasks on a local {args.size.upper()} model{limited}",
         rows(tasks, results),
         notes,
     )
