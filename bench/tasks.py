@@ -206,7 +206,9 @@ TASKS = (
 )
 
 
-def run_task(side: Side, task: Task, url: str, model: str, limit: float) -> dict[str, Any]:
+def run_task(
+    side: Side, task: Task, url: str, model: str, limit: float = TASK_SECONDS
+) -> dict[str, Any]:
     """One side on one task in a fresh workspace: steps, seconds, and whether it is done."""
     with tempfile.TemporaryDirectory(prefix=f"task-{task.name}-") as tmp:
         workspace = Path(tmp)
@@ -261,6 +263,16 @@ def summary(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
         "steps": f"{statistics.mean(steps):.1f}" if steps else "-",
         "seconds": sum(seconds),
     }
+
+
+def loads(results: dict[str, list[dict[str, Any]] | str]) -> str:
+    """The range of the load average each side's tasks began under ("talaria 3.1-5.0; ...")."""
+    spans = []
+    for label, outcomes in results.items():
+        seen = [o["load"] for o in outcomes if "load" in o] if isinstance(outcomes, list) else []
+        if seen:
+            spans.append(f"{label} {min(seen):.1f}-{max(seen):.1f}")
+    return "; ".join(spans) or "not sampled"
 
 
 def rows(tasks: list[Task], results: dict[str, list[dict[str, Any]] | str]) -> list[Row]:
@@ -331,7 +343,8 @@ def main() -> None:
                     continue
                 results[side.label] = []
                 for task in tasks:
-                    outcome = run_task(side, task, url, model, args.seconds)
+                    load = os.getloadavg()[0]
+                    outcome = {**run_task(side, task, url, model, args.seconds), "load": load}
                     print(f"{side.label:12} {task.name:18} {_cell(outcome)}", flush=True)
                     results[side.label].append(outcome)  # type: ignore[union-attr]
         finally:
@@ -342,8 +355,9 @@ def main() -> None:
         "temperature 0 and seed 42 unless the side sends its own, "
         f"{os.environ.get('MODEL_THREADS') or os.cpu_count()} thread(s); the reference "
         "refuses windows under 64K, so its config states 64K (its own advice)",
-        "load": "the machine was shared with other work: success and steps hold, times are "
-        "under load (compare the sides, not the absolute seconds)",
+        "load": "the machine was shared with other work (the 1-minute load average as each "
+        f"task began: {loads(results)}): success and steps hold, times are under load (compare "
+        "sides' times only where their loads were alike)",
         "steps": "model calls the side made for the task (its own count)",
         "limits": f"{MAX_STEPS} model calls and {args.seconds} s per task, the same for every side",
         "check": "the bench checks every outcome itself (files, output, the answer's facts)",

@@ -318,3 +318,5 @@ def test_tasks_bench_checks_each_outcome_itself(tmp_path: Path) -> None:
     assert [row.metric for row in table][:2] == ["hello", "tasks solved"]
     assert table[0].talaria.startswith("FAIL (no hello.py), 1 steps")
     assert table[1].talaria == "0 of 1" and table[1].reference == "not installed"
+    loaded = {"talaria": [{**outcome, "load": 4.5}, {"load": 2.0}], "pydantic-ai": "not installed"}
+    assert tasks.loads(loaded) == "talaria 2.0-4.5"
