@@ -299,6 +299,18 @@ def _row(metric: str, by_side: dict[str, Any], unit: str) -> Row:
     return Row(metric, by_side.get(TALARIA.label), by_side.get(HERMES.label), None, unit, peers)
 
 
+def server_window(url: str) -> int | str:
+    """The window the server really serves (llama-server's /props): a server started by hand
+    has the window it was started with, not necessarily WINDOW."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/props", timeout=10) as answer:
+            return int(json.load(answer)["default_generation_settings"]["n_ctx"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unknown (no /props)"
+
+
 def start_server(model: str, where: Path) -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -334,6 +346,7 @@ def main() -> None:
     sides = [side for side in SIDES if not args.only or side.key in args.only]
     with tempfile.TemporaryDirectory(prefix="bench-llama-") as server_dir:
         url = args.url or start_server(args.size, Path(server_dir))
+        window = server_window(url)
         try:
             results: dict[str, list[dict[str, Any]] | str] = {}
             for side in sides:
@@ -351,7 +364,7 @@ def main() -> None:
             if not args.url:
                 subprocess.run(["bash", str(ROOT / "scripts/model_server.sh"), "stop", server_dir])
     notes = {
-        "model": f"{model} (Q4_K_M GGUF) on llama.cpp's llama-server, --ctx-size {WINDOW}, "
+        "model": f"{model} (Q4_K_M GGUF) on llama.cpp's llama-server, --ctx-size {window}, "
         "temperature 0 and seed 42 unless the side sends its own, "
         f"{os.environ.get('MODEL_THREADS') or os.cpu_count()} thread(s); the reference "
         "refuses windows under 64K, so its config states 64K (its own advice)",

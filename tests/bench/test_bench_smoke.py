@@ -313,6 +313,7 @@ def test_tasks_bench_checks_each_outcome_itself(tmp_path: Path) -> None:
     assert (outcome["ok"], outcome["steps"]) == (True, 3), outcome
     with ScriptedProvider([text("Done: hello.py prints Hello, world!")]) as server:
         outcome = tasks.run_task(tasks.TALARIA, hello, server.openai_base_url, "scripted-model")
+        assert tasks.server_window(server.openai_base_url) == "unknown (no /props)"
     assert (outcome["ok"], outcome["why"]) == (False, "no hello.py")
     table = tasks.rows([hello], {"talaria": [outcome], "hermes-agent 0.19": "not installed"})
     assert [row.metric for row in table][:2] == ["hello", "tasks solved"]
