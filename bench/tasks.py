@@ -299,16 +299,35 @@ def _row(metric: str, by_side: dict[str, Any], unit: str) -> Row:
     return Row(metric, by_side.get(TALARIA.label), by_side.get(HERMES.label), None, unit, peers)
 
 
+def _server_json(url: str, endpoint: str) -> Any:
+    """GET one of llama-server's own endpoints (/props, /slots) beside its /v1."""
+    import urllib.request
+
+    with urllib.request.urlopen(url.removesuffix("/v1") + endpoint, timeout=10) as answer:
+        return json.load(answer)
+
+
 def server_window(url: str) -> int | str:
     """The window the server really serves (llama-server's /props): a server started by hand
     has the window it was started with, not necessarily WINDOW."""
-    import urllib.request
-
     try:
-        with urllib.request.urlopen(url.removesuffix("/v1") + "/props", timeout=10) as answer:
-            return int(json.load(answer)["default_generation_settings"]["n_ctx"])
+        return int(_server_json(url, "/props")["default_generation_settings"]["n_ctx"])
     except (OSError, ValueError, KeyError, TypeError):
         return "unknown (no /props)"
+
+
+def wait_idle(url: str, limit: float = 600) -> None:
+    """Wait until the server has dropped the request of a side that ran out of time: it stops
+    only after the batch it is on (minutes for a long prompt on a loaded machine), and the next
+    task's requests would queue behind it on the clock of another side."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            if not any(slot.get("is_processing") for slot in _server_json(url, "/slots")):
+                return
+        except (OSError, ValueError, AttributeError):
+            return  # no /slots: not a llama-server, nothing to wait for
+        time.sleep(1)
 
 
 def start_server(model: str, where: Path) -> str:
@@ -356,6 +375,7 @@ def main() -> None:
                     continue
                 results[side.label] = []
                 for task in tasks:
+                    wait_idle(url)
                     load = os.getloadavg()[0]
                     outcome = {**run_task(side, task, url, model, args.seconds), "load": load}
                     print(f"{side.label:12} {task.name:18} {_cell(outcome)}", flush=True)

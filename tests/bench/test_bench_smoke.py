@@ -314,6 +314,7 @@ def test_tasks_bench_checks_each_outcome_itself(tmp_path: Path) -> None:
     with ScriptedProvider([text("Done: hello.py prints Hello, world!")]) as server:
         outcome = tasks.run_task(tasks.TALARIA, hello, server.openai_base_url, "scripted-model")
         assert tasks.server_window(server.openai_base_url) == "unknown (no /props)"
+        tasks.wait_idle(server.openai_base_url)  # no /slots: returns at once
     assert (outcome["ok"], outcome["why"]) == (False, "no hello.py")
     table = tasks.rows([hello], {"talaria": [outcome], "hermes-agent 0.19": "not installed"})
     assert [row.metric for row in table][:2] == ["hello", "tasks solved"]
