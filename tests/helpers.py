@@ -32,9 +32,9 @@ Served = TypeVar("Served", bound=socketserver.BaseServer)
 @contextmanager
 def serving(server: Served) -> Iterator[Served]:
     """Serve `server` from a thread for the block, then shut it down and close it. The thread
-    looks for the shutdown every 50 ms: with serve_forever's default of half a second, every
+    looks for the shutdown every 10 ms: with serve_forever's default of half a second, every
     test that stops a server would wait out about a quarter second in its teardown."""
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield server

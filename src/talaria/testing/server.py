@@ -146,8 +146,9 @@ class ScriptedProvider:
         if self.ssl_context is not None:
             httpd.socket = self.ssl_context.wrap_socket(httpd.socket, server_side=True)
         self._httpd = httpd
+        # `stop` waits for the serving thread to look again, and a test suite stops one per test.
         self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         )
         self._thread.start()
         return self
