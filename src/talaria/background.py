@@ -10,6 +10,7 @@ thread, like every other sync caller's: a callback should return quickly.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -18,6 +19,11 @@ T = TypeVar("T")
 
 CANCEL_GRACE = 10.0
 """Seconds a cancelled turn may take to save what it has (its `finally` blocks)."""
+
+WAKE_EVERY = 0.2
+"""Seconds between the waiting thread's wake-ups: a signal the kernel hands to another of the
+process's threads (the loop's, a worker's) does not end a wait on a lock, and the main thread
+runs the signal's handler (Ctrl+C) only once it wakes."""
 
 _loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
@@ -45,7 +51,8 @@ def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` on the shared loop and wait for it. If the wait itself is interrupted
+    """Run `coro` on the shared loop and wait for it (waking every `WAKE_EVERY` seconds, so
+    that Ctrl+C is seen). If the wait itself is interrupted
     (Ctrl+C: KeyboardInterrupt), the coroutine is cancelled and given `CANCEL_GRACE` seconds
     to finish (its `finally` blocks save what it has) before the exception goes on, so nothing
     keeps running unseen."""
@@ -60,6 +67,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     # the task is created by a callback that runs in a copy of this thread's context
     future = asyncio.run_coroutine_threadsafe(tracked(), shared_loop())
     try:
+        while not future.done():
+            concurrent.futures.wait((future,), timeout=WAKE_EVERY)
         return future.result()
     except BaseException:
         future.cancel()

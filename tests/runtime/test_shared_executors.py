@@ -194,3 +194,33 @@ def test_ctrl_c_during_a_sync_turn_stops_that_turn(tmp_path: Path) -> None:
         agent.close()
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
     assert stored[2]["content"] == ABANDONED_RESULT
+
+
+def test_ctrl_c_handed_to_another_thread_still_stops_the_turn(tmp_path: Path) -> None:
+    """The kernel may hand the process's SIGINT to any of its threads (the loop's, a worker's);
+    `chat()`'s wait still sees it while the turn runs, not once the turn is over."""
+    global gate
+    gate = Gate()
+    agent = _agent(tmp_path, call("wait_at_gate", {"n": 1}), text("next answer"))
+    from talaria.background import shared_loop
+
+    shared_loop()
+    loop_thread = next(t for t in threading.enumerate() if t.name == "talaria-loop")
+    assert loop_thread.ident is not None
+    target = loop_thread.ident
+
+    def interrupt_once_inside() -> None:
+        if gate.entered.acquire(timeout=300):
+            signal.pthread_kill(target, signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    threading.Thread(target=interrupt_once_inside, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.chat("wait for it")
+        stored = agent.store.load_messages(agent.session_id or "")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        gate.open.set()
+        agent.close()
+    assert stored[2]["content"] == ABANDONED_RESULT  # stopped inside the tool, not after it
