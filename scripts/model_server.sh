@@ -6,8 +6,9 @@
 #   scripts/model_server.sh install [MODEL]               build llama-server once, fetch MODEL
 #   scripts/model_server.sh start [MODEL] [PORT] [DIR]    start on 127.0.0.1, print the base URL
 #   scripts/model_server.sh stop [DIR]                    stop it and remove DIR
-# MODEL is 0.5b (the default: CI) or 1.5b (the bench). The server answers with temperature 0
-# and a fixed seed unless a request says otherwise, so a test's turns repeat.
+# MODEL is 0.5b (the default) or 1.5b (the bench, and the multi-step test in CI). The server
+# answers with temperature 0 and a fixed seed unless a request says otherwise, so a test's
+# turns repeat.
 # MODEL_CTX sets the window (8192), MODEL_THREADS the threads (all cores; 1 when two servers
 # share a busy machine: llama.cpp threads that wait for each other collapse under contention).
 set -euo pipefail

@@ -5,9 +5,11 @@
 The model is small and answers with temperature 0 and a fixed seed, so the turns repeat; the
 assertions still judge only what the tools did (the file on disk holds what the write_file
 call sent, the read's result holds it), never the model's prose. Outputs and iterations are
-capped so the whole file takes a few minutes on 2 cores. Each turn asks for one tool step: after
-a tool result, offered tools, the 0.5B model repeats call lines until the output limit. The read
-names line 1: asked only to read, it sends `offset: 0`, which read_file refuses.
+capped so the whole file takes a few minutes on 2 cores. Each 0.5B turn asks for one tool step:
+after a tool result the 0.5B model writes another call, never an answer (even when no tool is
+offered), so the multi-step task (a read, a read that depends on it, the answer) runs on the
+1.5B model, a second server. The read names line 1: asked only to read, the 0.5B sent
+`offset: 0`, which read_file refused then.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ pytestmark = [pytest.mark.model_server, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "model_server.sh"
 SIZE = "0.5b"
+LARGER = "1.5b"
+"""For the multi-step task: after a tool result the 0.5B model writes another call, never an
+answer, even when no tool is offered; the 1.5B answers."""
 MODES = ("chat_completions", "codex_responses", "anthropic_messages")
 MAX_TOKENS = 128
 LIMITS = {"model.max_tokens": MAX_TOKENS, "approvals.mode": "off", "memory.enabled": False}
@@ -58,7 +63,7 @@ def _served_model(url: str) -> str:
 
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}: .ci/run starts one and sets TALARIA_TEST_MODEL_URL")
+        pytest.fail(f"{reason}: .ci/run starts one and sets its URL")
     pytest.skip(reason)
 
 
@@ -66,22 +71,33 @@ def _unavailable(reason: str) -> None:
 def model_server() -> Iterator[ModelServer]:
     """TALARIA_TEST_MODEL_URL when set (CI), else a server this run starts when the binary and
     the model are already built (`bash scripts/model_server.sh install`)."""
-    url = os.environ.get("TALARIA_TEST_MODEL_URL")
+    yield from _serve("TALARIA_TEST_MODEL_URL", SIZE)
+
+
+@pytest.fixture(scope="session")
+def larger_model_server() -> Iterator[ModelServer]:
+    """The 1.5B model, for the multi-step task: TALARIA_TEST_LARGER_MODEL_URL (CI), else a
+    server this run starts (`bash scripts/model_server.sh install 1.5b`)."""
+    yield from _serve("TALARIA_TEST_LARGER_MODEL_URL", LARGER)
+
+
+def _serve(variable: str, size: str) -> Iterator[ModelServer]:
+    url = os.environ.get(variable)
     if url:
         yield ModelServer(url, _served_model(url))
         return
     built = ROOT / ".ci" / "llama"
-    if not (built / "bin" / "llama-server").exists() or not list(built.glob(f"models/*{SIZE}*")):
+    if not (built / "bin" / "llama-server").exists() or not list(built.glob(f"models/*{size}*")):
         _unavailable(
-            "no model server: set TALARIA_TEST_MODEL_URL or build one with "
-            "`bash scripts/model_server.sh install`"
+            f"no {size} model server: set {variable} or build one with "
+            f"`bash scripts/model_server.sh install {size}`"
         )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     where = tempfile.mkdtemp(prefix="talaria-test-llama-")
     started = subprocess.run(
-        ["bash", str(SCRIPT), "start", SIZE, str(port), where],
+        ["bash", str(SCRIPT), "start", size, str(port), where],
         capture_output=True,
         text=True,
         timeout=300,
@@ -185,11 +201,19 @@ def test_a_file_written_in_one_turn_is_read_back_in_the_next(
 
 def _cli(server: ModelServer, mode: str, home: Path, work: Path, *argv: str) -> Calls:
     """`talaria -p ...` in `work` (it must exit 0): the tool calls of its stream-json events."""
+    return _cli_turn(server, mode, home, work, *argv, "--max-turns", "1")[0]
+
+
+def _cli_turn(
+    server: ModelServer, mode: str, home: Path, work: Path, *argv: str
+) -> tuple[Calls, dict[str, Any]]:
+    """`talaria ...` in `work` (it must exit 0): the tool calls of its stream-json events and
+    its result line."""
     ran = subprocess.run(
         [
             *(sys.executable, "-m", "talaria.cli.main", *argv, "--output-format", "stream-json"),
             *("--base-url", server.base_url(mode), "--model", server.model, "--api-mode", mode),
-            *("--yolo", "--toolsets", "file", "--max-turns", "1"),
+            *("--yolo", "--toolsets", "file"),
         ],
         cwd=work,
         env={**os.environ, "TALARIA_HOME": str(home), "HOME": str(home)},
@@ -200,7 +224,9 @@ def _cli(server: ModelServer, mode: str, home: Path, work: Path, *argv: str) -> 
     assert ran.returncode == 0, ran.stderr[-2000:]
     lines = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
     kinds = {"tool_started": ToolStarted, "tool_finished": ToolFinished}
-    return _calls([kinds[line.pop("type")](**line) for line in lines if line.get("type") in kinds])
+    [result] = [line for line in lines if line.get("type") == "result"]
+    events = [kinds[line.pop("type")](**line) for line in lines if line.get("type") in kinds]
+    return _calls(events), result
 
 
 def _cli_home(tmp_path: Path) -> tuple[Path, Path]:
@@ -228,3 +254,56 @@ def test_the_cli_reads_back_a_file_in_the_continued_session(
     home, work = _cli_home(tmp_path)
     _, content = _written(_cli(model_server, mode, home, work, "-p", WRITE), work)
     _read_back(_cli(model_server, mode, home, work, "-c", "-p", READ), content)
+
+
+POINTER_TASK = (
+    "pointer.txt holds the name of another file. Read pointer.txt, then read the file it "
+    "names, and tell me what that file says."
+)
+SECRET = "The password is tangerine."
+
+
+def _seed(work: Path) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "pointer.txt").write_text("secret.txt\n")
+    (work / "secret.txt").write_text(f"{SECRET}\n")
+
+
+def _followed_the_pointer(calls: Calls) -> None:
+    """Two dependent steps: pointer.txt was read, then the file its result named (a name
+    only that result gave), and that read's result holds the file's text."""
+    reads = [(args, done) for args, done in calls.of("read_file") if not done.is_error]
+    names = [Path(str(args["path"])).name for args, _ in reads]
+    assert "pointer.txt" in names, calls.finished
+    after = names.index("pointer.txt") + 1
+    assert "secret.txt" in names[after:], calls.finished
+    assert SECRET in reads[names.index("secret.txt", after)][1].result
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_multi_step_task_finishes_through_the_library(
+    larger_model_server: ModelServer, mode: str, tmp_path: Path
+) -> None:
+    """One turn: read a file, read the file it names, answer (not stopped by the budget or
+    the loop guard)."""
+    events: list[Any] = []
+    agent = _agent(larger_model_server, mode, tmp_path, events, toolsets=["file"], max_iterations=6)
+    _seed(agent.spec.cwd)
+    with agent:
+        result = agent.run_conversation(POINTER_TASK)
+    _followed_the_pointer(_calls(events))
+    assert result["turn_exit_reason"] == "text_response", result["final_response"]
+    assert result["completed"] and result["final_response"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_cli_finishes_a_multi_step_task(
+    larger_model_server: ModelServer, mode: str, tmp_path: Path
+) -> None:
+    home, work = _cli_home(tmp_path)
+    _seed(work)
+    calls, result = _cli_turn(
+        larger_model_server, mode, home, work, "-p", POINTER_TASK, "--max-turns", "6"
+    )
+    _followed_the_pointer(calls)
+    assert result["turn_exit_reason"] == "text_response", result["final_response"]
