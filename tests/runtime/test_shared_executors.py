@@ -4,9 +4,11 @@ nobody (not the other agents' tools, not anyone's store writes)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,29 +171,15 @@ def _loops_alive() -> int:
 def test_ctrl_c_during_a_sync_turn_stops_that_turn(tmp_path: Path) -> None:
     """A KeyboardInterrupt while `chat()` waits cancels the turn on the shared loop: it closes
     its step (the running call gets a result) and saves it, instead of running on unseen."""
-    global gate
-    gate = Gate()
     agent = _agent(tmp_path, call("wait_at_gate", {"n": 1}), text("next answer"))
     main = threading.main_thread().ident
     assert main is not None
-
-    def interrupt_once_inside() -> None:
-        if gate.entered.acquire(timeout=300):
-            signal.pthread_kill(main, signal.SIGINT)
-
-    # Python raises KeyboardInterrupt only where SIGINT was not ignored at start-up; a runner
-    # started in the background of a shell (CI's, say) inherits it ignored.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    threading.Thread(target=interrupt_once_inside, daemon=True).start()
-    try:
+    with _interrupted_at_the_gate(main):
         with pytest.raises(KeyboardInterrupt):
             agent.chat("wait for it")
         assert agent.chat("are you there?") == "next answer"
         stored = agent.store.load_messages(agent.session_id or "")
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        gate.open.set()
-        agent.close()
+    agent.close()
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
     assert stored[2]["content"] == ABANDONED_RESULT
 
@@ -199,28 +187,36 @@ def test_ctrl_c_during_a_sync_turn_stops_that_turn(tmp_path: Path) -> None:
 def test_ctrl_c_handed_to_another_thread_still_stops_the_turn(tmp_path: Path) -> None:
     """The kernel may hand the process's SIGINT to any of its threads (the loop's, a worker's);
     `chat()`'s wait still sees it while the turn runs, not once the turn is over."""
-    global gate
-    gate = Gate()
     agent = _agent(tmp_path, call("wait_at_gate", {"n": 1}), text("next answer"))
     from talaria.background import shared_loop
 
     shared_loop()
     loop_thread = next(t for t in threading.enumerate() if t.name == "talaria-loop")
     assert loop_thread.ident is not None
-    target = loop_thread.ident
+    with _interrupted_at_the_gate(loop_thread.ident):
+        with pytest.raises(KeyboardInterrupt):
+            agent.chat("wait for it")
+        stored = agent.store.load_messages(agent.session_id or "")
+    agent.close()
+    assert stored[2]["content"] == ABANDONED_RESULT  # stopped inside the tool, not after it
+
+
+@contextlib.contextmanager
+def _interrupted_at_the_gate(thread_id: int) -> Iterator[None]:
+    """SIGINT to `thread_id` once a call waits at a new gate; the gate opens at the end.
+    Python raises KeyboardInterrupt only where SIGINT was not ignored at start-up; a runner
+    started in the background of a shell (CI's, say) inherits it ignored."""
+    global gate
+    gate = Gate()
 
     def interrupt_once_inside() -> None:
         if gate.entered.acquire(timeout=300):
-            signal.pthread_kill(target, signal.SIGINT)
+            signal.pthread_kill(thread_id, signal.SIGINT)
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=interrupt_once_inside, daemon=True).start()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            agent.chat("wait for it")
-        stored = agent.store.load_messages(agent.session_id or "")
+        yield
     finally:
         signal.signal(signal.SIGINT, previous)
         gate.open.set()
-        agent.close()
-    assert stored[2]["content"] == ABANDONED_RESULT  # stopped inside the tool, not after it
