@@ -72,6 +72,10 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
     config = spec.config
     entries, credentials = _chain_entries(spec)
     chain = ModelChain(entries)
+    if chain.active.spec is not None and chain.active.base_url.startswith("https://"):
+        from talaria.providers.transport.http11 import load_ssl_context_soon
+
+        load_ssl_context_soon()  # the CA bundle loads while the rest is assembled
     memory = _memory_store(spec)
     caps = Capabilities(
         can_clarify=agent.interactions.can_answer("clarify"),

@@ -479,6 +479,38 @@ def test_https_goes_through_talarias_own_client(tmp_path: Path) -> None:
         assert server.invalid_requests == []
 
 
+LOADS_COUNTED = """
+import ssl, sys, threading
+made = []
+create = ssl.create_default_context
+def counted(*args, **kwargs):
+    made.append(threading.current_thread().name)
+    return create(*args, **kwargs)
+ssl.create_default_context = counted
+""" + HTTPS_AGENT + """
+print(made)
+"""
+
+
+def test_the_ca_bundle_loads_once_in_a_thread_of_its_own_while_the_agent_assembles(
+    tmp_path: Path,
+) -> None:
+    """An agent bound for https:// starts loading the CA bundle as it assembles (OpenSSL reads
+    it mostly without the GIL); the connect waits for that one context, never makes another."""
+    context, cert = server_context(tmp_path)
+    with ScriptedProvider([text("first"), text("second")], ssl_context=context) as server:
+        out = subprocess.run(
+            [sys.executable, "-c", LOADS_COUNTED, server.openai_base_url],
+            env={**os.environ, "SSL_CERT_FILE": str(cert), "TALARIA_HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == ["['first', 'second']", "[]", "['talaria-tls']"]
+
+
 def test_https_refuses_a_server_whose_certificate_is_not_trusted(tmp_path: Path) -> None:
     context, _ = server_context(tmp_path)
     with ScriptedProvider([text("never")], ssl_context=context) as server:

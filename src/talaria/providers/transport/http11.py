@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import math
 import re
 import ssl
+import threading
 import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -53,11 +53,27 @@ class InvalidHeaderError(ValueError):
     """A request header that cannot be sent (a line break in it would split the request)."""
 
 
-@functools.cache
+_tls_lock = threading.Lock()
+_tls_context: ssl.SSLContext | None = None
+
+
 def shared_ssl_context() -> ssl.SSLContext:
     """One verified TLS context per process: loading the CA bundle costs tens of ms and close
     to a megabyte, which every agent used to pay (twice) on its first turn."""
-    return ssl.create_default_context()
+    global _tls_context
+    with _tls_lock:
+        if _tls_context is None:
+            _tls_context = ssl.create_default_context()
+        return _tls_context
+
+
+def load_ssl_context_soon() -> None:
+    """Start loading the CA bundle in a thread of its own: OpenSSL reads it mostly without the
+    GIL, so an agent bound for an ``https://`` endpoint builds the rest of its first request
+    meanwhile instead of waiting for the bundle at the connect (`shared_ssl_context` waits for
+    the thread if it has not finished)."""
+    if _tls_context is None:
+        threading.Thread(target=shared_ssl_context, name="talaria-tls", daemon=True).start()
 
 
 @dataclass(frozen=True, slots=True)
