@@ -479,7 +479,8 @@ def test_https_goes_through_talarias_own_client(tmp_path: Path) -> None:
         assert server.invalid_requests == []
 
 
-LOADS_COUNTED = """
+LOADS_COUNTED = (
+    """
 import ssl, sys, threading
 made = []
 create = ssl.create_default_context
@@ -487,9 +488,12 @@ def counted(*args, **kwargs):
     made.append(threading.current_thread().name)
     return create(*args, **kwargs)
 ssl.create_default_context = counted
-""" + HTTPS_AGENT + """
+"""
+    + HTTPS_AGENT
+    + """
 print(made)
 """
+)
 
 
 def test_the_ca_bundle_loads_once_in_a_thread_of_its_own_while_the_agent_assembles(
