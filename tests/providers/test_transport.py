@@ -466,15 +466,7 @@ def test_https_goes_through_talarias_own_client(tmp_path: Path) -> None:
     context, cert = server_context(tmp_path)
     with ScriptedProvider([text("first"), text("second")], ssl_context=context) as server:
         assert server.openai_base_url.startswith("https://")
-        out = subprocess.run(
-            [sys.executable, "-c", HTTPS_AGENT, server.openai_base_url],
-            env={**os.environ, "SSL_CERT_FILE": str(cert), "TALARIA_HOME": str(tmp_path)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
+        out = _trusting(cert, tmp_path, HTTPS_AGENT, server.openai_base_url)
         assert out.stdout.splitlines() == ["['first', 'second']", "[]"]
         assert server.invalid_requests == []
 
@@ -503,16 +495,22 @@ def test_the_ca_bundle_loads_once_in_a_thread_of_its_own_while_the_agent_assembl
     it mostly without the GIL); the connect waits for that one context, never makes another."""
     context, cert = server_context(tmp_path)
     with ScriptedProvider([text("first"), text("second")], ssl_context=context) as server:
-        out = subprocess.run(
-            [sys.executable, "-c", LOADS_COUNTED, server.openai_base_url],
-            env={**os.environ, "SSL_CERT_FILE": str(cert), "TALARIA_HOME": str(tmp_path)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
+        out = _trusting(cert, tmp_path, LOADS_COUNTED, server.openai_base_url)
         assert out.stdout.splitlines() == ["['first', 'second']", "[]", "['talaria-tls']"]
+
+
+def _trusting(cert: Path, home: Path, program: str, url: str) -> subprocess.CompletedProcess[str]:
+    """`program` run with `url`, trusting `cert` (SSL_CERT_FILE); it must exit 0."""
+    out = subprocess.run(
+        [sys.executable, "-c", program, url],
+        env={**os.environ, "SSL_CERT_FILE": str(cert), "TALARIA_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return out
 
 
 def test_https_refuses_a_server_whose_certificate_is_not_trusted(tmp_path: Path) -> None:
