@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from talaria.callbacks import CallbackSink, answer_with_callbacks
 from talaria.config import Config
-from talaria.events import Event
+from talaria.events import Event, Notice
 from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
 from talaria.loop.session import SessionHandle
@@ -660,7 +660,6 @@ class Agent:
         the files (a failure is a warning: the step runs, the turn's own checkpoints still
         hold). The turn's first snapshot is complete before any tool runs."""
         from talaria.assembly import writes_files
-        from talaria.events import Notice
 
         if not await begun:
             return

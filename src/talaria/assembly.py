@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from talaria.agent_tools.catalog import Capabilities, select_tools
 from talaria.agent_tools.services import AgentServices
 from talaria.agent_tools.todo import TodoList
-from talaria.events import ClarifyRequested, Notice
+from talaria.events import ClarifyRequested, Notice, SessionContinued
 from talaria.interaction import RequestLapsed
 from talaria.interrupt import InterruptSignal
 from talaria.loop.runtime import Runtime
@@ -138,7 +138,8 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
     from talaria.tools.builtin.processes import follow_session
     from talaria.tools.session_end import follow
 
-    agent.sink.listeners += [services.follow, follow_session, follow]  # SessionContinued
+    for follower in (services.follow, follow_session, follow):
+        agent.sink.subscribe(SessionContinued, follower)
     runtime.context = load_context(spec.config, runtime)
     runtime.tool_source = _mcp_servers(spec)
     runtime.allowed_tools = spec.only_tools

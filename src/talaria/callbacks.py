@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from talaria import events as ev
 from talaria.interaction import Interactions
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from talaria.core import Approver
 
 log = logging.getLogger("talaria.callbacks")
+
+E = TypeVar("E", bound=ev.Event)
 
 CALLBACK_NAMES = (
     "tool_progress_callback",
@@ -59,6 +61,13 @@ class CallbackSink:
             )
         self.callbacks = {name: fn for name, fn in callbacks.items() if fn is not None}
         self.listeners: list[Callable[[ev.Event], None]] = []
+        """Hear every event."""
+        self._subscribers: dict[type, list[Callable[[Any], None]]] = {}
+
+    def subscribe(self, kind: type[E], listener: Callable[[E], None]) -> None:
+        """`listener` hears the events of type `kind` only (a dict lookup per event, not a
+        call per listener: the sink sees several events per step)."""
+        self._subscribers.setdefault(kind, []).append(listener)
 
     def __call__(self, event: ev.Event) -> None:
         route = _ROUTES.get(type(event))
@@ -66,11 +75,10 @@ class CallbackSink:
             name, project = route
             self._safe(name, project(event))
         self._safe("event_callback", event)
-        for listener in self.listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("event listener failed; ignored")
+        _tell(self.listeners, event)
+        subscribers = self._subscribers.get(type(event))
+        if subscribers:
+            _tell(subscribers, event)
 
     def _safe(self, name: str, payload: Any) -> None:
         callback = self.callbacks.get(name)
@@ -80,6 +88,14 @@ class CallbackSink:
             callback(payload)
         except Exception:
             log.exception("%s raised; ignored", name)
+
+
+def _tell(listeners: list[Callable[[Any], None]], event: ev.Event) -> None:
+    for listener in listeners:
+        try:
+            listener(event)
+        except Exception:
+            log.exception("event listener failed; ignored")
 
 
 def answer_with_callbacks(

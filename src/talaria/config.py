@@ -256,7 +256,10 @@ def _read(values: Mapping[str, Any], key: str, name: str) -> Any:
         name = key.rpartition(".")[2]
     if key in SCHEMA:
         value = values.get(name)
-        return copy.deepcopy(SCHEMA[key].default) if value is None else value
+        if value is not None:
+            return value
+        default = SCHEMA[key].default
+        return copy.deepcopy(default) if isinstance(default, list | dict) else default
     if key in SECTIONS:
         section = values.get(name)
         return Section(key, section if isinstance(section, Mapping) else {})

@@ -16,7 +16,7 @@ from talaria.config import Config
 from talaria.context.compressor import Compressor
 from talaria.context.summary import SUMMARY_HEADER, find_summary
 from talaria.core import Usage
-from talaria.events import Event, Notice, StatusChanged
+from talaria.events import Event, Notice, SessionContinued, StatusChanged
 from talaria.interrupt import Interrupted, InterruptSignal
 from talaria.loop.context import ContextDriver
 from talaria.loop.runtime import Runtime
@@ -54,7 +54,8 @@ class Setup:
 
         def emit(event: Event) -> None:  # as assembly wires it: the services follow events
             self.events.append(event)
-            services.follow(event)
+            if isinstance(event, SessionContinued):
+                services.follow(event)
 
         self.rt = Runtime(
             config=Config.load(tmp_path, overrides=settings, env={}),

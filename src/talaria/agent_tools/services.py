@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from talaria.events import Event, SessionContinued
+from talaria.events import SessionContinued
 
 if TYPE_CHECKING:
     from talaria.agent_tools.delegate import ChildRunner
@@ -47,8 +47,6 @@ class AgentServices:
         todos = self.todos.to_json()
         return {"todos": todos} if todos else {}
 
-    def follow(self, event: Event) -> None:
-        """An event listener: when the conversation continues in another session, the tools
-        work on that one."""
-        if isinstance(event, SessionContinued):
-            self.session_id = event.session_id
+    def follow(self, event: SessionContinued) -> None:
+        """When the conversation continues in another session, the tools work on that one."""
+        self.session_id = event.session_id

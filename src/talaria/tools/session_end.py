@@ -9,7 +9,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from talaria.events import SessionContinued
 
 log = logging.getLogger("talaria.tools")
 
@@ -40,14 +43,11 @@ def end_session(session: str) -> None:
             log.warning("closing what session %s kept failed: %s", session, exc)
 
 
-def follow(event: Any) -> None:
-    """An event listener: a conversation continued in a new session keeps what it had."""
-    from talaria.events import SessionContinued
-
-    if isinstance(event, SessionContinued):
-        with _lock:
-            moved = _closers.pop(event.previous_id, [])
-            _closers.setdefault(event.session_id, []).extend(moved)
-            followers = list(_followers)
-        for follower in followers:
-            follower(event.previous_id, event.session_id)
+def follow(event: SessionContinued) -> None:
+    """A conversation continued in a new session keeps what it had."""
+    with _lock:
+        moved = _closers.pop(event.previous_id, [])
+        _closers.setdefault(event.session_id, []).extend(moved)
+        followers = list(_followers)
+    for follower in followers:
+        follower(event.previous_id, event.session_id)

@@ -25,6 +25,7 @@ class ChainEntry:
     _clients: dict[int, tuple[asyncio.AbstractEventLoop, ModelClient]] = field(
         default_factory=dict, repr=False
     )
+    _profile: tuple[ProviderSpec, ModelProfile] | None = field(default=None, repr=False)
 
     @property
     def model(self) -> str:
@@ -46,10 +47,13 @@ class ChainEntry:
 
     @property
     def profile(self) -> ModelProfile:
-        """What the model behind this entry accepts (the table's answer plus overrides)."""
-        if self.spec is not None:
-            return profile_of_spec(self.spec)
-        return profile_of(self.fixed_client)
+        """What the model behind this entry accepts (the table's answer plus overrides);
+        resolved once per spec, since the loop asks at every step."""
+        if self.spec is None:
+            return profile_of(self.fixed_client)
+        if self._profile is None or self._profile[0] is not self.spec:
+            self._profile = (self.spec, profile_of_spec(self.spec))
+        return self._profile[1]
 
     @property
     def label(self) -> str:

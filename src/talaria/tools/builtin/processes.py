@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from talaria.events import Event, SessionContinued
+from talaria.events import SessionContinued
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin.terminal import kill_group, spawn_shell
 from talaria.tools.process_tracking import REGISTRY as TRACKING
@@ -141,13 +141,12 @@ def kill_session_processes(owner: str) -> None:
     REGISTRY.kill_owner(owner)
 
 
-def follow_session(event: Event) -> None:
-    """An event listener: a conversation continued in a new session (compression) keeps
-    its background processes."""
-    if isinstance(event, SessionContinued):
-        for process in REGISTRY.of_owner(event.previous_id):
-            process.owner = event.session_id
-            process.tracked.owner = event.session_id
+def follow_session(event: SessionContinued) -> None:
+    """A conversation continued in a new session (compression) keeps its background
+    processes."""
+    for process in REGISTRY.of_owner(event.previous_id):
+        process.owner = event.session_id
+        process.tracked.owner = event.session_id
 
 
 def process(action: str, ctx: ToolContext, id: str | None = None) -> str:
