@@ -20,6 +20,7 @@ from talaria.config import Config
 from talaria.events import Event, Notice
 from talaria.interaction import Interactions, Request
 from talaria.interrupt import InterruptSignal
+from talaria.loop.deferred import Started
 from talaria.loop.session import SessionHandle
 from talaria.loop.steering import Steering, UserNote
 from talaria.plugins.hooks import HookBus
@@ -284,15 +285,16 @@ class Agent:
             return busy_result(busy, session, task)
         self._steering.begin_turn(task)
         begun = await self._begin_checkpoint(runtime, session, content)
+        runtime.request_sent = begun.start
         runtime.before_tools = functools.partial(self._step_checkpoint, runtime, begun)
         try:
             agent_services(runtime).session_id = session.id
             state = await run_turn(runtime, session, content, task)
         finally:
             self._steering.end_turn()
-            runtime.before_tools = None
+            runtime.before_tools = runtime.request_sent = None
             kill_owned(session.id, background=False)  # nothing of the turn outlives it
-            if await begun:
+            if await begun.result():
                 await self._checkpoint(runtime, lambda c: c.end_turn())
             await _release_quietly(session)
         self._record_turn(session, state)
@@ -622,17 +624,17 @@ class Agent:
 
     async def _begin_checkpoint(
         self, runtime: Runtime, session: SessionHandle, content: Content
-    ) -> asyncio.Future[bool]:
-        """The snapshot of the files as the turn begins, taken while the turn's first request
-        goes out: no tool runs before `_step_checkpoint` has waited for it. A hook that runs
-        before the model call may change files, so with one the turn waits for it first."""
+    ) -> Started[bool]:
+        """The snapshot of the files as the turn begins. It starts once the turn's first
+        request is on its way (`Runtime.request_sent`), so that its git and imports do not
+        delay that request, and at the latest when a step's tools are about to run, which
+        wait for it (`_step_checkpoint`). A hook that runs before the model call may change
+        files, so with one it is taken first."""
         seq = session.next_seq + session.unsaved
         prompt = _prompt_text(content)
-        begun = asyncio.ensure_future(
-            self._checkpoint(runtime, lambda c: c.begin_turn(seq, prompt))
-        )
+        begun = Started(lambda: self._checkpoint(runtime, lambda c: c.begin_turn(seq, prompt)))
         if runtime.hooks.has("user_prompt_submit") or runtime.hooks.has("pre_llm_call"):
-            await begun
+            await begun.result()
         return begun
 
     async def _checkpoint(
@@ -654,14 +656,14 @@ class Agent:
             return False
 
     async def _step_checkpoint(
-        self, runtime: Runtime, begun: asyncio.Future[bool], names: list[str]
+        self, runtime: Runtime, begun: Started[bool], names: list[str]
     ) -> None:
         """Before a step whose tools change files (`assembly.writes_files`), a checkpoint of
         the files (a failure is a warning: the step runs, the turn's own checkpoints still
         hold). The turn's first snapshot is complete before any tool runs."""
         from talaria.assembly import writes_files
 
-        if not await begun:
+        if not await begun.result():
             return
         writing = [name for name in names if writes_files(runtime.tools.get(name))]
         if not writing:

@@ -21,6 +21,7 @@ from talaria.providers.transport.http11 import (
     InvalidHeaderError,
     RemoteProtocolError,
 )
+from talaria.providers.transport.sent import when_sent
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Seen"], Awaitable[None]]
 
@@ -145,6 +146,24 @@ def test_a_streamed_body_arrives_chunk_by_chunk() -> None:
         return await stream(url)
 
     assert asyncio.run(serving(answering(chunked(*events)), run)) == events
+
+
+def test_the_loop_hears_that_the_request_is_on_its_way_before_any_answer_comes() -> None:
+    told = asyncio.Event()
+
+    async def answers_once_told(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seen: Seen
+    ) -> None:
+        await read_request(reader, seen)
+        await asyncio.wait_for(told.wait(), 30)  # no answer before the client said it sent
+        writer.write(sized(b'{"a": 1}'))
+        await writer.drain()
+
+    async def run(url: str, seen: Seen) -> Any:
+        with when_sent(told.set):
+            return await fetch(url)
+
+    assert asyncio.run(serving(answers_once_told, run)) == {"a": 1}
 
 
 def test_query_parameters_and_headers_are_sent_as_given() -> None:

@@ -99,6 +99,9 @@ class Runtime:
     before_tools: Callable[[list[str]], Awaitable[None]] | None = None
     """Called with the names of a step's tools before they run (the agent's checkpoint
     before each step that could write; None: nothing)."""
+    request_sent: Callable[[], None] | None = None
+    """Called once a model request is on its way (`talaria.providers.transport.sent`; the
+    agent starts the turn's first snapshot there; None: nothing)."""
     _source_names: list[str] = field(default_factory=list, init=False)
     _side_usage: Usage = field(default_factory=Usage, init=False)
     _side_models: UsageLedger = field(default_factory=UsageLedger, init=False)

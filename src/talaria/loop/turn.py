@@ -57,6 +57,7 @@ from talaria.providers.profiles import profile_of
 from talaria.providers.resilience.caller import CallResult
 from talaria.providers.resilience.chain import ChainEntry
 from talaria.providers.resilience.retry import Action, action_for
+from talaria.providers.transport.sent import when_sent
 from talaria.store.base import StoreError
 from talaria.tools.base import ToolContext
 
@@ -357,7 +358,8 @@ async def _call(
     rt.emit(StatusChanged("thinking"))
     rt.emit(ThinkingStarted(state.api_calls + 1))
     try:
-        result = await _obtain(rt, session, state, build, stream)
+        with when_sent(rt.request_sent):
+            result = await _obtain(rt, session, state, build, stream)
     except Interrupted:
         spent = _spent_before_interrupt(rt, sent, stream)
         state.usage.add(spent)

@@ -36,6 +36,7 @@ from talaria.providers.transport.http11 import (
     Target,
     shared_ssl_context,
 )
+from talaria.providers.transport.sent import request_sent
 
 if TYPE_CHECKING:
     import httpx2
@@ -181,6 +182,7 @@ async def opened(
         origin = (request.url.scheme, request.url.host, request.url.port)
         await pools.drains.settle(origin)
         response = _KeptAlive(await _send(client, request), pools.drains, origin)
+        request_sent()  # httpx2 tells no sooner than the answer's head
     try:
         if response.status_code >= 400:
             raise await _status_error(response)

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from talaria.providers.transport.drain import Drains, read_to_end
+from talaria.providers.transport.sent import request_sent
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers accepted before the answer is called malformed."""
@@ -161,6 +162,7 @@ class Http11Pool:
                 connection.expect(seconds)
                 connection.writer.write(request)
                 await connection.writer.drain()
+                request_sent()
                 status, answer_headers, persistent = await _read_head(connection.reader)
                 framing = _framing(method, status, answer_headers)
             except (ConnectionError, asyncio.IncompleteReadError) as exc:
