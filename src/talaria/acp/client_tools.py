@@ -21,6 +21,7 @@ from acp.schema import ClientCapabilities
 
 from talaria.acp.updates import CallNotes, Edit
 from talaria.offload import run_user_code
+from talaria.policy.sensitive_paths import resolve_path
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.builtin import files, terminal
 from talaria.tools.builtin.processes import PROCESS_TOOL
@@ -110,13 +111,13 @@ async def _read_file(
     limit: int = files.DEFAULT_LIMIT,
 ) -> str:
     offset = files.check_window(offset, limit)
-    target = files.resolve_path(path, ctx.cwd)
+    target = resolve_path(path, ctx.cwd)
     text = await side.read(target)
     return files.number_lines(text.splitlines(), str(target), offset, limit)
 
 
 async def _write_file(side: EditorSide, path: str, content: str, ctx: ToolContext) -> str:
-    target = files.resolve_path(path, ctx.cwd)
+    target = resolve_path(path, ctx.cwd)
     if target.is_dir():
         raise ToolError(f"{target} is a directory")
     old = await side.read_if_any(target)
@@ -134,7 +135,7 @@ async def _patch(
     replace_all: bool = False,
 ) -> str:
     files.check_patch_strings(old_string, new_string)
-    target = files.resolve_path(path, ctx.cwd)
+    target = resolve_path(path, ctx.cwd)
     text = await side.read(target)
     updated, count = files.replace_text(text, old_string, new_string, replace_all, target)
     await side.write(target, updated)

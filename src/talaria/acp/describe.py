@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from talaria.tools.builtin.files import resolve_path
+from talaria.policy.sensitive_paths import resolve_path
 
 TITLE_CHARS = 80
 

@@ -30,7 +30,7 @@ from talaria import events as ev
 from talaria.acp.describe import EDIT_TOOLS, describe_call
 from talaria.interaction import subagent_name
 from talaria.loop.steering import UserNote, joined
-from talaria.tools.builtin.files import resolve_path
+from talaria.policy.sensitive_paths import resolve_path
 
 SHOWN_RESULT_CHARS = 20_000
 SNAPSHOT_BYTES = 2_000_000

@@ -188,8 +188,8 @@ def _escalated(command: str, verdict: Assessment | None, arguments: dict[str, An
 
 def _assess_read(arguments: dict[str, Any], cwd: Path, home: Path) -> Assessment | None:
     """read_file, or search_files pointed at one file: reading a secret asks."""
-    from talaria.tools.builtin.files import resolve_path
-    from talaria.tools.secret_files import assess_secret_read
+    from talaria.policy.secret_files import assess_secret_read
+    from talaria.policy.sensitive_paths import resolve_path
 
     path = arguments.get("path", ".")
     return assess_secret_read(resolve_path(path, cwd), home) if isinstance(path, str) else None

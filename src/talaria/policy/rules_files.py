@@ -24,8 +24,8 @@ from talaria.policy.command_words import (
     program_name,
     short_flags,
 )
-from talaria.tools.secret_files import secret_reason
-from talaria.tools.sensitive_paths import classify_write, is_block_device, talaria_settings
+from talaria.policy.secret_files import secret_reason
+from talaria.policy.sensitive_paths import classify_write, is_block_device, talaria_settings
 
 if TYPE_CHECKING:
     from talaria.policy.command_safety import Scanner

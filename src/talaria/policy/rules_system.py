@@ -22,7 +22,7 @@ from talaria.policy.command_words import (
     short_flags,
 )
 from talaria.policy.rules_code import opaque, stdin_texts
-from talaria.tools.sensitive_paths import is_block_device
+from talaria.policy.sensitive_paths import is_block_device
 
 if TYPE_CHECKING:
     from talaria.policy.command_safety import Scanner

@@ -23,8 +23,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from talaria.policy.secret_files import TALARIA_SECRETS, secret_reason
 from talaria.tools.protected_paths import user_home
-from talaria.tools.secret_files import TALARIA_SECRETS, secret_reason
 
 HIDDEN_IN_HOME = (
     ".aws",

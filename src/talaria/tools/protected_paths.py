@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from talaria.tools.sensitive_paths import SHELL_STARTUP_FILES
+from talaria.policy.sensitive_paths import SHELL_STARTUP_FILES
 
 RUN_LATER = (
     *sorted(SHELL_STARTUP_FILES),

@@ -6,7 +6,7 @@ module holds them to the same line instead. A write outside the writable roots (
 under `read-only`) is an approval request, like `terminal(escalate=true)`, and with approvals
 `off` it is refused unless the sandbox mode is `full-access`. Protected files
 (`talaria.tools.protected_paths`) ask even inside the roots. Without a sandbox (full-access)
-the protected set and the sensitive places (`talaria.tools.sensitive_paths`) still ask.
+the protected set and the sensitive places (`talaria.policy.sensitive_paths`) still ask.
 
 The verdict is on the real path. The executor judges it before the call and records what was
 approved; the tool judges what it actually opened again (`check_write`), so a link flipped
@@ -21,20 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from talaria.policy.approval import ESCALATED, Assessment
+from talaria.policy.sensitive_paths import classify_write, resolve_path, talaria_settings
 from talaria.tools.base import Tool, ToolContext, ToolError
 from talaria.tools.protected_paths import protected_reason
-from talaria.tools.sensitive_paths import classify_write, talaria_settings
 
 if TYPE_CHECKING:
     from talaria.tools.sandbox import SandboxPolicy
 
 WRITERS = frozenset({"write_file", "patch"})
-
-
-def resolve_path(raw: str, cwd: Path) -> Path:
-    """`raw` made absolute against `cwd`, with ~ expanded and .. folded (symlinks kept)."""
-    path = Path(os.path.expanduser(raw))
-    return Path(os.path.normpath(path if path.is_absolute() else cwd / path))
 
 
 def write_path_of(tool_name: str, args: Mapping[str, Any], cwd: Path) -> Path | None:

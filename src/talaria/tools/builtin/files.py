@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from talaria.messages.media import MAX_IMAGE_BYTES, image_type, save_image
+from talaria.policy.sensitive_paths import resolve_path
 from talaria.tools import nofollow
 from talaria.tools.base import Tool, ToolContext, ToolError
-from talaria.tools.write_boundary import check_write, resolve_path
+from talaria.tools.write_boundary import check_write
 
 DEFAULT_LIMIT = 500
 MAX_LINE_CHARS = 2_000
@@ -280,7 +281,7 @@ class _Secrets:
     was pointed at, and whose reading the user approved, is the one exception."""
 
     def __init__(self, root: Path, ctx: ToolContext) -> None:
-        from talaria.tools.secret_files import secret_reason
+        from talaria.policy.secret_files import secret_reason
 
         self.home = ctx.home
         self.extra = ctx.sandbox.hidden_paths if ctx.sandbox is not None else ()

@@ -113,3 +113,12 @@ def talaria_settings(path: Path, home: Path | None) -> tuple[str, str] | None:
                 "write to talaria config",
             )
     return None
+
+
+def resolve_path(raw: str, cwd: Path) -> Path:
+    """`raw` made absolute against `cwd`, with ~ expanded and .. folded (symlinks kept).
+
+    The file tools and the approval policy both read a path argument this way, so the file
+    the policy judges is the file the tool opens."""
+    path = Path(os.path.expanduser(raw))
+    return Path(os.path.normpath(path if path.is_absolute() else cwd / path))
