@@ -60,6 +60,10 @@ class FakeTelegram:
         self.answered_queries: list[str] = []
         self.flood: list[int] = []
         self.refused = 0
+        self.flood_edits: list[int] = []
+        """Like `flood`, for editMessageText only."""
+        self.edit_requests: list[str] = []
+        """The text of every editMessageText request, refused ones too, in order."""
         self.hold_sends = False
         """Take sendMessage requests and never answer them (a send lost on the way)."""
         self.hold_files = False
@@ -269,6 +273,9 @@ class FakeTelegram:
 
     def _api_editmessagetext(self, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._changed:
+            self.edit_requests.append(str(params["text"]))
+            if refusal := self._flooded(self.flood_edits):
+                return refusal
             message = next(
                 (m for m in self.messages if m.message_id == int(params["message_id"])), None
             )

@@ -18,6 +18,7 @@ from helpers import FOREVER
 from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.platform import ChatRef, NotSent
 from talaria.gateway.telegram import TelegramPlatform
+from talaria.gateway.view import ChatUI
 from talaria.testing import ScriptedProvider, call, calls, text
 from telegram_fake import FakeTelegram
 
@@ -63,6 +64,46 @@ async def test_a_tool_turn_edits_one_progress_message(tmp_path: Path) -> None:
     progress, answer = api.messages
     assert progress.text == "✓ add → 42" and progress.edits == ["… add"]
     assert answer.text == "The sum is 42."
+
+
+async def test_a_flood_wait_on_an_edit_holds_back_the_streamed_preview(tmp_path: Path) -> None:
+    answer = "A long answer that streams in many small pieces, each one worth an edit."
+    server = ScriptedProvider([text(answer, chunk_size=4)])
+    with server, FakeTelegram() as api:
+        api.flood_edits = [3600]
+        async with telegram_gateway(server, tmp_path, api):
+            api.user_says("hi")
+            await api.until(lambda: api.find(answer))
+    refused, *later = api.edit_requests
+    assert "▌" in refused
+    assert later == [answer]  # no preview edit while Telegram said wait; the answer once
+    assert api.texts() == [answer]
+
+
+async def test_live_edits_resume_once_the_flood_wait_has_passed() -> None:
+    now = [0.0]
+
+    async def ignored(update: Any) -> None:
+        pass
+
+    with FakeTelegram() as api:
+        api.flood_edits = [30]
+        platform = TelegramPlatform("telegram", {"token": "123:TEST", "base_url": api.base_url})
+        await platform.start(ignored)
+        try:
+            ui = ChatUI(platform, ChatRef("telegram", str(ALICE), ""), clock=lambda: now[0])
+            shown = await ui.send("draft")
+            assert shown is not None
+            await ui.edit(shown, "draft 1")  # refused: retry after 30 s
+            await ui.edit(shown, "draft 2")
+            now[0] = 29.9
+            await ui.edit(shown, "draft 3")
+            now[0] = 30.0
+            await ui.edit(shown, "draft 4")
+        finally:
+            await platform.stop()
+    assert api.edit_requests == ["draft 1", "draft 4"]
+    assert api.texts() == ["draft 4"]
 
 
 async def test_an_approval_is_answered_with_an_inline_button(tmp_path: Path) -> None:

@@ -38,6 +38,8 @@ class ChatUI:
     clock: Callable[[], float] = time.monotonic
     shown: dict[str, tuple[str, tuple[Button, ...]]] = field(default_factory=dict)
     """What each live message shows now (an edit to the same is not sent)."""
+    held_until: float = float("-inf")
+    """Until then (by `clock`) no edit is sent: the platform asked to wait this long."""
 
     @property
     def can_edit(self) -> bool:
@@ -51,6 +53,7 @@ class ChatUI:
                 self._remember(sent, text, buttons)
                 return sent
             except RateLimited as refused:
+                self._hold(refused)
                 await asyncio.sleep(min(refused.retry_after, 30.0))
             except Exception as exc:
                 log.warning("%s: could not show %r: %s", self.chat.platform, text[:40], exc)
@@ -58,13 +61,21 @@ class ChatUI:
         return None
 
     async def edit(self, message_id: str, text: str, buttons: Sequence[Button] = ()) -> None:
-        if self.shown.get(message_id) == (text, tuple(buttons)):
+        """Show `text` in a live message; skipped (the next edit overtakes it) while the
+        platform's flood wait runs, since an edit sent then only prolongs it."""
+        if self.shown.get(message_id) == (text, tuple(buttons)) or self.clock() < self.held_until:
             return
         try:
             await self.platform.edit(self.chat, message_id, text, buttons=buttons)
             self._remember(message_id, text, buttons)
+        except RateLimited as refused:
+            self._hold(refused)
+            log.info("%s: edits held for %g s", self.chat.platform, refused.retry_after)
         except Exception as exc:  # a missed preview edit is overtaken by the next one
             log.info("%s: edit of %s skipped: %s", self.chat.platform, message_id, exc)
+
+    def _hold(self, refused: RateLimited) -> None:
+        self.held_until = max(self.held_until, self.clock() + refused.retry_after)
 
     def _remember(self, message_id: str, text: str, buttons: Sequence[Button]) -> None:
         self.shown.pop(message_id, None)
