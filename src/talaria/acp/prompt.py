@@ -1,4 +1,4 @@
-"""A `session/prompt` as a talaria user message.
+"""A `session/prompt` as the content of a talaria user message.
 
 Text stays text; a resource link becomes a mention of its path (the agent can read it); an
 embedded resource (an editor's @-mention with the buffer's text) is a mention in place plus the
@@ -20,16 +20,16 @@ from acp.schema import (
 )
 
 from talaria.acp.errors import invalid
+from talaria.core import Content, ContentPart, ImagePart
 
-UserMessage = str | list[dict[str, Any]]
 
-
-def user_message(blocks: list[Any], *, images: bool) -> UserMessage:
-    """The message the agent gets; RequestError for content this agent did not advertise."""
+def prompt_content(blocks: list[Any], *, images: bool) -> Content:
+    """What the agent gets as the user's message; RequestError for content this agent did not
+    advertise."""
     inline: list[tuple[str, bool]] = []
     """(text, is a mention): mentions are kept apart from their neighbours by a space."""
     context: list[str] = []
-    pictures: list[dict[str, Any]] = []
+    pictures: list[ContentPart] = []
     for block in blocks:
         if isinstance(block, TextContentBlock):
             inline.append((block.text, False))
@@ -49,7 +49,7 @@ def user_message(blocks: list[Any], *, images: bool) -> UserMessage:
         raise invalid("the prompt is empty")
     if not pictures:
         return text
-    return [*([{"type": "text", "text": text}] if text else []), *pictures]
+    return [{"type": "text", "text": text}, *pictures] if text else pictures
 
 
 def uri_path(uri: str) -> str:
@@ -83,7 +83,7 @@ def _context_block(block: EmbeddedResourceContentBlock) -> str:
     return f'<context path="{path}">\n{resource.text}\n</context>'
 
 
-def _image_part(block: ImageContentBlock, images: bool) -> dict[str, Any]:
+def _image_part(block: ImageContentBlock, images: bool) -> ImagePart:
     if not images:
         raise invalid("this model does not take images (model.vision is false)")
     url = f"data:{block.mime_type};base64,{block.data}"

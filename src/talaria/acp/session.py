@@ -22,7 +22,7 @@ from talaria.acp.client_tools import EditorSide, editor_tools, recorded_edits
 from talaria.acp.describe import describe_call
 from talaria.acp.errors import failed, invalid
 from talaria.acp.modes import ModeSwitch, sandbox_option
-from talaria.acp.prompt import user_message
+from talaria.acp.prompt import prompt_content
 from talaria.acp.updates import (
     CallNotes,
     EventTranslator,
@@ -184,7 +184,7 @@ class AcpSession:
         """Run one turn; the stop reason the editor gets. A prompt sent while another runs
         waits for it (prompts run in the order they came, each answered when its own turn
         ends); a cancel answers the running prompt and every waiting one `cancelled`."""
-        message = user_message(blocks, images=self._images)
+        message = prompt_content(blocks, images=self._images)
         cancels = self._cancels
         async with self._turns:
             if self._cancels != cancels:

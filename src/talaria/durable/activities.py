@@ -334,7 +334,7 @@ class TurnActivities:
         store.continue_in_child(
             hand_over.parent_id,
             hand_over.child_id,
-            hand_over.messages,
+            loop_messages(hand_over.messages),
             model=hand_over.model or None,
             provider=hand_over.provider or None,
             api_mode=hand_over.api_mode or None,

@@ -30,6 +30,7 @@ from talaria.store.base import StoreError
 
 if TYPE_CHECKING:
     from talaria.agent import Agent
+    from talaria.core import Message
     from talaria.store.base import SessionStore
 
 log = logging.getLogger("talaria.server")
@@ -61,7 +62,7 @@ class TurnRequest:
     """What a message for a session that is running a turn does: reject (409), queue (runs
     after the turn, in the same run), steer (joins the running turn), interrupt (stops it,
     then runs)."""
-    history: list[dict[str, Any]] | None = None
+    history: list[Message] | None = None
     """Seeds a new session (the OpenAI endpoints' earlier messages)."""
     system: str | None = None
     skills: bool = False

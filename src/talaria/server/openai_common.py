@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from talaria.core import Message
 from talaria.server.bodies import non_empty, text_of
 from talaria.server.errors import ApiError
 from talaria.server.hub import SessionHub, TurnRequest, hub_of
@@ -45,7 +46,7 @@ def turn_from_messages(
     text = non_empty(text_of(last_user.get("content")), "the last user message")
     if session_id is not None:
         return TurnRequest(text=text, session_id=session_id, headless=True)
-    history = []
+    history: list[Message] = []
     for item in items:
         if not isinstance(item, dict) or item is last_user:
             continue

@@ -233,7 +233,7 @@ class SessionCatalogue(Protocol):
         self,
         parent_id: str,
         child_id: str,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         model: str | None = None,
         provider: str | None = None,
@@ -314,7 +314,7 @@ def hand_over(
     store: SessionStore,
     parent_id: str,
     child_id: str,
-    messages: list[dict[str, Any]],
+    messages: list[Message],
     **child: Any,
 ) -> None:
     """The steps of `continue_in_child` (`child` holds model, provider, api_mode,

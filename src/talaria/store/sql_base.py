@@ -353,7 +353,7 @@ class SqlSessionStore(SqlLedger, ABC):
         self,
         parent_id: str,
         child_id: str,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         *,
         model: str | None = None,
         provider: str | None = None,
