@@ -31,6 +31,7 @@ from talaria.acp.updates import (
     text_content,
 )
 from talaria.agent import Agent
+from talaria.core import ExitReason, exit_reason, failure_class
 from talaria.events import ApprovalRequested, Event, RequestWithdrawn
 from talaria.loop.steering import TurnMismatch
 from talaria.tools.sandbox import SANDBOX_MODES
@@ -352,11 +353,10 @@ def decision_for(outcome: Any) -> str:
     return "deny"
 
 
-STOP_REASONS: dict[str, str] = {
+STOP_REASONS: dict[ExitReason, str] = {
     "text_response": "end_turn",
     "max_iterations_reached": "max_turn_requests",
     "interrupted": "cancelled",
-    "failed:refusal": "refusal",
 }
 
 
@@ -365,8 +365,10 @@ def stop_reason(result: Mapping[str, Any], *, cancelled: bool) -> str:
     reason = str(result.get("turn_exit_reason", ""))
     if cancelled:
         return "cancelled"
-    if reason in STOP_REASONS:
-        return STOP_REASONS[reason]
-    if reason.startswith("failed:"):
+    failure = failure_class(reason)
+    if failure == "refusal":
+        return "refusal"
+    if failure is not None:
         raise failed(f"talaria: {result.get('error') or reason}", reason)
-    return "end_turn"  # loop_detected, halted:...: the agent stopped and said why
+    # loop_detected, halted:...: the agent stopped and said why
+    return STOP_REASONS.get(exit_reason(reason), "end_turn")

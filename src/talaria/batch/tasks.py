@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from talaria.core import failed
+
 OPTIONAL_STRINGS = ("model", "system", "provider", "base_url", "api_mode")
 ALLOWED_KEYS = ("id", "prompt", *OPTIONAL_STRINGS, "max_turns", "toolsets")
 MAX_REPORTED = 10
@@ -122,7 +124,7 @@ def failure_line(task: BatchTask, exc: BaseException) -> dict[str, Any]:
     """The output line of a task that could not run at all (bad model, unreachable store)."""
     return result_line(
         task,
-        {"turn_exit_reason": f"failed:{type(exc).__name__}", "error": str(exc) or repr(exc)},
+        {"turn_exit_reason": failed(type(exc).__name__), "error": str(exc) or repr(exc)},
     )
 
 

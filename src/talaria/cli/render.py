@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from talaria import events as ev
 from talaria.cli.markdown_blocks import MarkdownBlocks
 from talaria.cli.safe_text import clean, terminal_safe
+from talaria.core import halt_reason
 from talaria.interaction import subagent_name
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -330,8 +331,8 @@ class Renderer:
                 self.note("⏹ interrupted", "yellow")
             elif result.get("failed"):
                 self.error(str(result.get("error") or reason))
-            elif reason.startswith("halted:"):
-                self.note(f"⏹ stopped: {reason.removeprefix('halted:')}", "yellow")
+            elif (why := halt_reason(reason)) is not None:
+                self.note(f"⏹ stopped: {why}", "yellow")
             calls = int(result.get("api_calls") or 0)
             if calls:
                 self.note(f"  {usage_footer(result.get('usage') or {}, calls, seconds)}", "dim")

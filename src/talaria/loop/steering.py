@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from talaria.core import exit_reason
 from talaria.events import (
     Event,
     MessageQueued,
@@ -266,12 +267,13 @@ class Steering:
             )
             self._queued(note, self._position(note))
 
-    def next_message(self, exit_reason: str) -> UserNote | None:
-        """The queued message to run now that a turn ended with `exit_reason`: none after a
+    def next_message(self, turn_exit_reason: str) -> UserNote | None:
+        """The queued message to run now that a turn ended with `turn_exit_reason`: none after a
         failure, nor after an interrupt that brought no message of its own (the user said
         stop: the queue waits for the next run)."""
         resume, self._run_after_interrupt = self._run_after_interrupt, False
-        if exit_reason.startswith("failed") or (exit_reason == "interrupted" and not resume):
+        ended = exit_reason(turn_exit_reason)
+        if ended == "failed" or (ended == "interrupted" and not resume):
             return None
         return self.take_queued()
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from talaria.core import Message
+from talaria.core import Message, failure_class
 from talaria.server.bodies import non_empty, text_of
 from talaria.server.errors import ApiError
 from talaria.server.hub import SessionHub, TurnRequest, hub_of
@@ -63,7 +63,7 @@ async def finished(run: Run) -> tuple[RunEvent, dict[str, Any]]:
     result = run.result or {}
     if last.name == "run.failed":
         error = str(last.data.get("error") or "the agent failed")
-        if result.get("turn_exit_reason") == "failed:session_busy":
+        if failure_class(str(result.get("turn_exit_reason", ""))) == "session_busy":
             raise ApiError(409, error, "session_busy")
         raise ApiError(502, error)
     return last, result
