@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from talaria.agent import Agent, TurnFailed
     from talaria.config_schema import ConfigError
+    from talaria.core.result import TurnResult
     from talaria.tools.base import Tool, ToolContext, ToolError
     from talaria.tools.decorator import tool
 
@@ -23,6 +24,7 @@ _EXPORTS = {
     "ToolContext": ("talaria.tools.base", "ToolContext"),
     "ToolError": ("talaria.tools.base", "ToolError"),
     "TurnFailed": ("talaria.agent", "TurnFailed"),
+    "TurnResult": ("talaria.core.result", "TurnResult"),
 }
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "TurnFailed",
+    "TurnResult",
     "__version__",
     "tool",
 ]

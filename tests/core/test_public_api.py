@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import add, base_url
+import talaria
+from helpers import add, base_url, run_python
 from talaria import Agent
+from talaria.core import TurnResult
 from talaria.events import (
     ClarifyRequested,
     TextDelta,
@@ -66,6 +68,34 @@ def test_toolsets_next_to_tools_add_those_built_ins(
     with _agent(provider, tmp_path, tools=[add], toolsets=["todo"]) as agent:
         agent.chat("plan")
     assert _offered(provider) == ["todo", "add"]
+
+
+def test_the_package_offers_the_agent_its_tools_and_the_turn_result() -> None:
+    public = {
+        "AIAgent",
+        "Agent",
+        "ConfigError",
+        "Tool",
+        "ToolContext",
+        "ToolError",
+        "TurnFailed",
+        "TurnResult",
+        "__version__",
+        "tool",
+    }
+    assert set(talaria.__all__) == public
+    assert talaria.TurnResult is TurnResult
+    assert {name for name in public if getattr(talaria, name, None) is None} == set()
+    with pytest.raises(AttributeError):
+        _ = talaria.NoSuchName  # type: ignore[attr-defined]
+
+
+def test_importing_talaria_loads_no_part_of_the_engine(tmp_path: Path) -> None:
+    loaded = run_python(
+        "import sys, talaria; print(sorted(m for m in sys.modules if m.startswith('talaria')))",
+        cwd=tmp_path,
+    )
+    assert loaded.strip() == "['talaria']"
 
 
 def test_everything_after_model_is_a_keyword(tmp_path: Path) -> None:
