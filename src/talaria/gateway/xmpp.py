@@ -199,7 +199,7 @@ class XmppPlatform:
         attachments = self._linked_file(msg)
         text = "" if attachments else msg["body"]
         self._queue.put_nowait(
-            Inbound(chat, _message_id(msg), sender, text, sender_name=msg["from"].user,
+            Inbound(chat, inbound_id(msg, sender), sender, text, sender_name=msg["from"].user,
                     is_direct=True, attachments=attachments)
         )  # fmt: skip
 
@@ -226,8 +226,9 @@ class XmppPlatform:
         muc = self._client.plugin["xep_0045"]
         real = muc.get_jid_property(room, nick, "jid")
         sender = str(real.bare) if real else f"{room}/{nick}"
+        message_id = inbound_id(msg, f"{room}/{nick}")
         self._queue.put_nowait(
-            Inbound(ChatRef(self.name, room), _message_id(msg), sender, msg["body"],
+            Inbound(ChatRef(self.name, room), message_id, sender, msg["body"],
                     sender_name=nick, mentioned=bool(self._mention.search(msg["body"])))
         )  # fmt: skip
 
@@ -323,13 +324,15 @@ def _sent_id(key: str) -> str:
     return "talaria-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def _message_id(msg: Any) -> str:
-    """The message's id as the server or the sender assigned it (the same on a redelivery)."""
+def inbound_id(msg: Any, sender: str) -> str:
+    """The message's id as the server or the sender assigned it (the same on a redelivery),
+    under `sender` (a bare JID, or room/nick in a room): the gateway de-duplicates on this
+    id, and two clients may well pick the same one."""
     for candidate in (msg["stanza_id"]["id"], msg["origin_id"]["id"], msg["id"]):
         if candidate:
-            return str(candidate)
+            return f"{sender}/{candidate}"
     digest = hashlib.sha256(f"{msg['from']}\x1f{msg['body']}".encode()).hexdigest()[:24]
-    return f"body-{digest}"
+    return f"{sender}/body-{digest}"
 
 
 def create(name: str, settings: Mapping[str, Any]) -> XmppPlatform:
