@@ -147,6 +147,9 @@ class Agent:
         self.interactions = Interactions(self.sink)
         answer_with_callbacks(self.sink, self.interactions, callbacks)
         self.hooks = hooks if hooks is not None else HookBus()
+        self.before_queued_turn: Callable[[], Coroutine[Any, Any, None]] | None = None
+        """Awaited before each queued message's turn that follows a turn: a front end's
+        between-turns check (the gateway compresses a full session there)."""
         self._session_ref = session_id
         self._queue_looked_up: str | None = None
         self._store = spec.store
@@ -255,6 +258,8 @@ class Agent:
         """After a turn, the queued messages' turns (while the turns end in a way that lets
         the queue run); the last result."""
         while (note := self._steering.next_message(result["turn_exit_reason"])) is not None:
+            if self.before_queued_turn is not None:
+                await self.before_queued_turn()
             result = await self._queued_turn(note)
         return result
 

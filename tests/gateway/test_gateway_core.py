@@ -8,6 +8,7 @@ from typing import Any
 
 from gateway_support import Gate, running_gateway
 from helpers import FOREVER
+from talaria.gateway.chat import BUSY_ACKS
 from talaria.gateway.fake import press, user_message
 from talaria.gateway.platform import Attachment, Capabilities, ChatRef
 from talaria.testing import ScriptedProvider, call, calls, text
@@ -314,6 +315,32 @@ async def test_a_session_past_the_threshold_is_compressed_between_turns(tmp_path
     assert "SUMMARY of it all" in str(after["messages"]) and "second word" not in str(after)
     assert chat is not None and chat["session_id"] == sessions[0].id
     assert sessions[0].parent_session_id == sessions[1].id
+
+
+async def test_a_full_session_is_compressed_before_a_queued_message(tmp_path: Path) -> None:
+    gate, words = Gate(), "word " * 1200
+    answers = [gate.hold(text("one " * 600)), text("two " * 600), text("SUMMARY of it all"),
+               text("three")]  # fmt: skip
+    server = ScriptedProvider(answers)
+    agent = {"config": {"context.engine": "default", "model.context_length": 4500,
+                        "compression.threshold": 0.9, "compression.protect_last_n": 1}}  # fmt: skip
+    with server:
+        async with running_gateway(server, tmp_path, agent=agent) as gw:
+            await gw.platform.deliver(user_message(f"first {words}"))
+            await gw.until(lambda: len(server.requests) == 1)
+            for said in (f"second {words}", "third"):  # both wait while the first runs
+                await gw.platform.deliver(user_message(said))
+            await gw.until(lambda: gw.texts().count(BUSY_ACKS["queue"]) == 2)
+            gate.open()
+            await gw.platform.wait_for(lambda m: m.text in ("three", "SUMMARY of it all"))
+    assert [t for t in gw.texts() if t != BUSY_ACKS["queue"]] == ["one " * 600, "two " * 600,
+                                                                   "three"]  # fmt: skip
+    summarising, after = server.requests[2].body, server.requests[3].body
+    assert "compress" in summarising["messages"][0]["content"]
+    # compressed before "third" was taken in, as for a new message: not inside its turn,
+    # where the first request is kept whole and only the middle is summarised
+    assert "SUMMARY of it all" in str(after["messages"])
+    assert "first word" not in str(after) and "second word" not in str(after)
 
 
 async def test_a_message_taken_in_but_never_answered_is_answered_after_a_restart(

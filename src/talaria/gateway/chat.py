@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 from collections.abc import AsyncIterable, Callable
@@ -182,6 +183,8 @@ class ChatSession:
             # the chat answers questions: declared before the session opens, or the agent
             # assembles clarify as unanswerable
             self.agent.subscribe(_answered_elsewhere, answers=ANSWERS)
+            # queued messages run in the same run: each is checked as a new message is
+            self.agent.before_queued_turn = functools.partial(self._compress_if_full, self.agent)
             await run_blocking(self.agent.warm_up)
         return self.agent
 
