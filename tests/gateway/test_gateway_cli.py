@@ -15,6 +15,8 @@ def test_pair_lets_in_the_user_the_code_was_given_to(tmp_path: Path) -> None:
     assert unknown.returncode == 2 and "no pairing request" in unknown.stderr
     done = cli(tmp_path, "gateway", "pair", code.lower())
     assert done.returncode == 0 and "paired 42 on telegram" in done.stdout
+    again = cli(tmp_path, "gateway", "pair", code)
+    assert again.returncode == 2 and "used already" in again.stderr
     with SQLiteSessionStore(tmp_path / "state.db") as store:
         assert store.ledger_is_paired("telegram", "42")
 

@@ -78,6 +78,8 @@ def test_pairing_gives_one_code_per_user_until_the_owner_approves_it(
     assert ledger.ledger_approve_pairing("NOPE00") is None
     assert ledger.ledger_approve_pairing("ABC123") == ("tg", "u9")
     assert ledger.ledger_is_paired("tg", "u9")
+    assert ledger.ledger_approve_pairing("ABC123") is None  # a code is used up once approved
+    assert ledger.ledger_is_paired("tg", "u9")
     assert not ledger.ledger_is_paired("slack", "u9")
 
 

@@ -58,7 +58,7 @@ def run_gateway_command(args: argparse.Namespace) -> int:
 def _pair(store: Any, code: str) -> int:
     found = store.ledger_approve_pairing(code.strip().upper())
     if found is None:
-        return _fail(f"no pairing request has the code {code!r}")
+        return _fail(f"no pairing request has the code {code!r} (unknown, or used already)")
     platform, user = found
     print(f"talaria gateway: paired {user} on {platform}; they can talk to the agent now")
     return 0

@@ -239,19 +239,20 @@ class SqlLedger:
         return str(row["code"])
 
     def ledger_approve_pairing(self, code: str) -> tuple[str, str] | None:
-        """Pair the user `code` was given to: (platform, user id); None for an unknown code."""
+        """Pair the user `code` was given to: (platform, user id); None for an unknown code or
+        one approved already (a code lets in one user once: approving uses it up)."""
 
         def work(conn: Conn) -> tuple[str, str] | None:
+            taken = self._run(
+                conn,
+                "UPDATE gateway_pairing SET approved_at = ? WHERE code = ? AND approved_at IS NULL",
+                (self._clock(), code),
+            )
+            if taken.rowcount != 1:  # the same statement decides for two approvals at once
+                return None
             row = self._run(
                 conn, "SELECT platform, user_id FROM gateway_pairing WHERE code = ?", (code,)
             ).fetchone()
-            if row is None:
-                return None
-            self._run(
-                conn,
-                "UPDATE gateway_pairing SET approved_at = ? WHERE code = ?",
-                (self._clock(), code),
-            )
             return str(row["platform"]), str(row["user_id"])
 
         return self._write(work)
