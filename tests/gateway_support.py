@@ -16,9 +16,21 @@ from talaria.gateway.fake import FakePlatform
 from talaria.gateway.platform import Capabilities
 from talaria.gateway.settings import platform_settings
 from talaria.store.sqlite import SQLiteSessionStore
-from talaria.testing import ScriptedProvider
+from talaria.testing import ScriptedProvider, calls, text
 
 ALICE = "alice"
+TERMINAL = {"toolsets": ["terminal"], "tools": []}
+"""Agent options that give the model the terminal (where `rm -rf` asks for approval)."""
+
+
+def removal_asked(tmp_path: Path, answer: str) -> tuple[Path, ScriptedProvider]:
+    """A folder, and a model that asks to remove it with the terminal (an approval for the
+    chat to answer), then says `answer`."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    return folder, ScriptedProvider(
+        [calls(("terminal", {"command": f"rm -rf {folder}"})), text(answer)]
+    )
 
 
 class Gate:

@@ -15,7 +15,7 @@ from gateway_process import GatewayProcess
 from irc_server import IrcServer, IrcUser, irc_server  # noqa: F401 - the fixture
 from tcp_proxy import TcpProxy
 
-from gateway_support import Gate, Harness, running_gateway
+from gateway_support import TERMINAL, Gate, Harness, removal_asked, running_gateway
 from helpers import FOREVER
 from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.irc import LINE_BYTES, IrcPlatform, irc_lines
@@ -96,6 +96,24 @@ async def test_an_approval_is_answered_with_a_command(
             alice.say(_bot(gw), "!approve 1")
             await alice.until(lambda: "Done." in alice.texts())
     assert not doomed.exists() and "Request 1 approved." in alice.texts()
+
+
+async def test_a_denied_approval_runs_nothing_and_the_chat_says_so(
+    tmp_path: Path,
+    irc_server: IrcServer,  # noqa: F811
+) -> None:
+    kept, server = removal_asked(tmp_path, "I left it alone.")
+    with server:
+        async with (
+            irc_gateway(server, tmp_path, irc_server, agent=TERMINAL) as gw,
+            IrcUser("alice", irc_server.port) as alice,
+        ):
+            alice.say(_bot(gw), "remove it")
+            await alice.until(lambda: any("/deny 1" in t for t in alice.texts()))
+            alice.say(_bot(gw), "!deny 1")
+            await alice.until(lambda: "I left it alone." in alice.texts())
+    assert kept.exists() and "Request 1 denied." in alice.texts()
+    assert any(t.startswith("✗ terminal") and "Denied by the user" in t for t in alice.texts())
 
 
 async def test_a_stranger_gets_nothing(

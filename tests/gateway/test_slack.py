@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from gateway_process import GatewayProcess, killed_while_sending
 
-from gateway_support import Gate, Harness, running_gateway
+from gateway_support import TERMINAL, Gate, Harness, removal_asked, running_gateway
 from helpers import FOREVER
 from slack_fake import FakeSlack
 from talaria.gateway.delivery import REPEAT_MARK
@@ -75,6 +75,20 @@ async def test_an_approval_is_answered_with_a_block_kit_button(tmp_path: Path) -
             await api.until(lambda: api.find("Gone."))
     assert not doomed.exists()
     assert question.buttons == [] and "Answered: once" in question.text
+
+
+async def test_a_denied_approval_runs_nothing_and_the_chat_says_so(tmp_path: Path) -> None:
+    kept, server = removal_asked(tmp_path, "I left it alone.")
+    with server, FakeSlack() as api:
+        async with slack_gateway(server, tmp_path, api, agent=TERMINAL):
+            api.user_says("remove it")
+            question = await api.until(lambda: api.find("Request 1"))
+            api.press(question, "1:deny")
+            await api.until(lambda: api.find("I left it alone."))
+    assert kept.exists()
+    assert question.buttons == [] and "Answered: deny" in question.text
+    progress = api.messages[0].text
+    assert progress.startswith("✗ terminal") and "Denied by the user" in progress
 
 
 async def test_a_stranger_gets_nothing_and_reaches_no_model(tmp_path: Path) -> None:

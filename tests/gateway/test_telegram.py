@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from gateway_process import GatewayProcess, killed_while_sending
 
-from gateway_support import Gate, Harness, running_gateway
+from gateway_support import TERMINAL, Gate, Harness, removal_asked, running_gateway
 from helpers import FOREVER
 from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.platform import ChatRef, NotSent
@@ -124,6 +124,22 @@ async def test_an_approval_is_answered_with_an_inline_button(tmp_path: Path) -> 
     assert not doomed.exists()
     assert press["callback_query"]["id"] in api.answered_queries
     assert question.keyboard == [] and "Answered: once" in question.text
+
+
+async def test_a_denied_approval_runs_nothing_and_the_chat_says_so(tmp_path: Path) -> None:
+    kept, server = removal_asked(tmp_path, "I left it alone.")
+    with server, FakeTelegram() as api:
+        async with telegram_gateway(server, tmp_path, api, agent=TERMINAL):
+            api.user_says("remove the folder")
+            question = await api.until(lambda: api.find("Request 1"))
+            deny = question.keyboard[2][0]
+            assert deny["text"] == "Deny"
+            api.press(question, deny["callback_data"])
+            await api.until(lambda: api.find("I left it alone."))
+    assert kept.exists()
+    assert question.keyboard == [] and "Answered: deny" in question.text
+    progress = api.messages[0].text
+    assert progress.startswith("✗ terminal") and "Denied by the user" in progress
 
 
 async def test_a_stranger_in_a_group_gets_nothing_and_reaches_no_model(tmp_path: Path) -> None:
