@@ -7,7 +7,6 @@ the caller can expand them with what it knows.
 
 from __future__ import annotations
 
-import codecs
 import re
 from dataclasses import dataclass, field
 
@@ -264,12 +263,33 @@ class Lexer:
         return "".join(out)
 
 
+_ANSI_C = re.compile(
+    r"\\(?:([abeEfnrtv\\'\"?])|([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})"
+    r"|U([0-9A-Fa-f]{1,8})|c(.))",
+    re.DOTALL,
+)
+_ANSI_C_SIMPLE = dict(zip("abeEfnrtv\\'\"?", "\a\b\x1b\x1b\f\n\r\t\v\\'\"?", strict=True))
+
+
 def ansi_c(body: str) -> str:
-    """Decode bash's $'...' escapes (\\x72, \\162, \\n, \\u0072)."""
-    try:
-        return codecs.decode(body.replace("\\'", "'"), "unicode_escape")
-    except UnicodeDecodeError:
-        return body
+    """What bash makes of $'...': its escapes as the bash manual lists them (\\n, \\e, \\cX,
+    \\nnn with one to three octal digits, \\xHH with one or two hex digits, \\uHHHH and
+    \\UHHHHHHHH with up to four and eight); any other backslash stays. A command spelled
+    `$'\\x9\\x72\\x6d'` is judged as the tab and `rm` bash runs; a NUL ends the text there,
+    as it does for bash."""
+    return _ANSI_C.sub(_ansi_c_escape, body).partition("\0")[0]
+
+
+def _ansi_c_escape(match: re.Match[str]) -> str:
+    simple, octal, hex_byte, short, long, control = match.groups()
+    if simple is not None:
+        return _ANSI_C_SIMPLE[simple]
+    if control is not None:
+        return chr(ord(control) & 0x1F)
+    if octal is not None:
+        return chr(int(octal, 8) & 0xFF)
+    code = int(hex_byte or short or long, 16)
+    return chr(code) if code <= 0x10FFFF else match.group(0)
 
 
 def parse(src: str) -> list[list[Command]]:
