@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 from talaria.config_schema import (
     ALIASES,
@@ -29,6 +29,33 @@ from talaria.config_schema import (
     suggestion,
 )
 from talaria.config_schema import unknown_keys as schema_unknown_keys
+
+if TYPE_CHECKING:
+    from talaria.config_types import (
+        AgentSection,
+        ApprovalsSection,
+        BrowserSection,
+        CheckpointsSection,
+        CompressionSection,
+        ContextSection,
+        DelegationSection,
+        DurableSection,
+        GatewaySection,
+        HooksSection,
+        MemorySection,
+        ModelSection,
+        PluginsSection,
+        PromptCachingSection,
+        PromptSection,
+        RetrySection,
+        SandboxSection,
+        ServerSection,
+        SkillsSection,
+        StoreSection,
+        TelemetrySection,
+        ToolsSection,
+        WebSection,
+    )
 
 __all__ = ["DEFAULTS", "Config", "ConfigError", "default_home"]
 
@@ -183,6 +210,40 @@ class Config:
     data: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULTS))
     home: Path = field(default_factory=default_home)
     path: Path | None = None
+
+    if TYPE_CHECKING:
+        # The schema's sections and top-level settings, as `__getattr__` answers them; written
+        # by scripts/config_types.py's types (tests/config/test_config_types.py keeps the two
+        # in step). Class variables, so the dataclass does not take them as fields.
+        model: ClassVar[ModelSection]
+        agent: ClassVar[AgentSection]
+        compression: ClassVar[CompressionSection]
+        context: ClassVar[ContextSection]
+        prompt: ClassVar[PromptSection]
+        tools: ClassVar[ToolsSection]
+        providers: ClassVar[Mapping[str, Any]]
+        profiles: ClassVar[Mapping[str, Any]]
+        prompt_caching: ClassVar[PromptCachingSection]
+        fallback_providers: ClassVar[list[Mapping[str, Any]]]
+        auxiliary: ClassVar[Mapping[str, Any]]
+        delegation: ClassVar[DelegationSection]
+        skills: ClassVar[SkillsSection]
+        hooks: ClassVar[HooksSection]
+        memory: ClassVar[MemorySection]
+        approvals: ClassVar[ApprovalsSection]
+        command_allowlist: ClassVar[list[str]]
+        plugins: ClassVar[PluginsSection]
+        retry: ClassVar[RetrySection]
+        store: ClassVar[StoreSection]
+        durable: ClassVar[DurableSection]
+        mcp_servers: ClassVar[Mapping[str, Any]]
+        sandbox: ClassVar[SandboxSection]
+        checkpoints: ClassVar[CheckpointsSection]
+        web: ClassVar[WebSection]
+        browser: ClassVar[BrowserSection]
+        telemetry: ClassVar[TelemetrySection]
+        server: ClassVar[ServerSection]
+        gateway: ClassVar[GatewaySection]
 
     @classmethod
     def load(

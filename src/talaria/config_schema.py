@@ -43,6 +43,9 @@ class Rule:
     print them."""
     from_yaml: Callable[[Any], Any] | None = None
     """What the user meant by a value YAML read as something else (`off` is read as false)."""
+    value_type: str = "Any"
+    """The type code reads, as an annotation (`| None` is added where the default is None):
+    scripts/config_types.py writes `talaria.config_types` from it, for mypy only."""
 
     def problem(self, value: Any) -> str | None:
         if value is None and self.default is None:
@@ -66,6 +69,7 @@ def integer(default: int | None, minimum: int = 0, maximum: int | None = None) -
         default,
         f"a whole number {span}",
         lambda v: _is_int(v) and v >= minimum and (maximum is None or v <= maximum),
+        value_type="int",
     )
 
 
@@ -77,26 +81,38 @@ def number(
         default,
         f"a number {span}{unit}",
         lambda v: _is_number(v) and v >= minimum and (maximum is None or v <= maximum),
+        value_type="float",
     )
 
 
 def seconds(default: float | None, *, zero_means_off: bool = False) -> Rule:
     if zero_means_off:
-        return Rule(default, "a number of seconds (0: no limit)", lambda v: _is_number(v))
-    return Rule(default, "a positive number of seconds", lambda v: _is_number(v) and v > 0)
+        return Rule(default, "a number of seconds (0: no limit)", _is_number, value_type="float")
+    return Rule(
+        default,
+        "a positive number of seconds",
+        lambda v: _is_number(v) and v > 0,
+        value_type="float",
+    )
 
 
 def positive(default: float | None) -> Rule:
     """A limit: unset (None) means none."""
-    return Rule(default, "a positive number", lambda v: _is_number(v) and v > 0)
+    return Rule(default, "a positive number", lambda v: _is_number(v) and v > 0, value_type="float")
 
 
 def boolean(default: bool | None) -> Rule:
-    return Rule(default, "true or false", lambda v: isinstance(v, bool))
+    return Rule(default, "true or false", lambda v: isinstance(v, bool), value_type="bool")
 
 
 def string(default: str | None = None, *, secret: bool = False) -> Rule:
-    return Rule(default, "a string", lambda v: isinstance(v, str), secret=("",) if secret else ())
+    return Rule(
+        default,
+        "a string",
+        lambda v: isinstance(v, str),
+        secret=("",) if secret else (),
+        value_type="str",
+    )
 
 
 def choice(default: str | None, *options: str) -> Rule:
@@ -107,6 +123,7 @@ def choice(default: str | None, *options: str) -> Rule:
         " | ".join(options),
         lambda v: v in options,
         from_yaml=(lambda v: switch.get(v, v) if isinstance(v, bool) else v) if switch else None,
+        value_type=f"Literal[{', '.join(json.dumps(option) for option in options)}]",
     )
 
 
@@ -115,11 +132,14 @@ def strings(default: tuple[str, ...] = ()) -> Rule:
         list(default),
         "a list of strings",
         lambda v: isinstance(v, list) and all(isinstance(item, str) for item in v),
+        value_type="list[str]",
     )
 
 
 def mapping(what: str = "a mapping", *, secret: tuple[str, ...] = ()) -> Rule:
-    return Rule({}, what, lambda v: isinstance(v, dict), secret=secret)
+    return Rule(
+        {}, what, lambda v: isinstance(v, dict), secret=secret, value_type="Mapping[str, Any]"
+    )
 
 
 _ENGINE = re.compile(r"default|none|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
@@ -132,6 +152,7 @@ def engine() -> Rule:
         "default",
         "'default', 'none' or 'package.module:ClassName'",
         lambda v: isinstance(v, str) and _ENGINE.fullmatch(v) is not None,
+        value_type="str",
     )
 
 
@@ -150,7 +171,13 @@ def url_problem(value: Any) -> str | None:
 
 
 def url(default: str | None = None) -> Rule:
-    return Rule(default, "an http(s) URL", lambda v: url_problem(v) is None, url_problem)
+    return Rule(
+        default,
+        "an http(s) URL",
+        lambda v: url_problem(v) is None,
+        url_problem,
+        value_type="str",
+    )
 
 
 def _profiles_problem(value: Any) -> str | None:
@@ -167,6 +194,7 @@ def profiles() -> Rule:
         lambda v: _profiles_problem(v) is None,
         _profiles_problem,
         verbatim=True,
+        value_type="Mapping[str, Any]",
     )
 
 
@@ -238,7 +266,11 @@ SCHEMA: dict[str, Rule] = {
     "prompt_caching.enabled": boolean(True),
     "prompt_caching.ttl": choice("5m", "5m", "1h"),
     "fallback_providers": Rule(
-        [], "a list of provider entries", lambda v: isinstance(v, list), secret=ENTRY_SECRETS
+        [],
+        "a list of provider entries",
+        lambda v: isinstance(v, list),
+        secret=ENTRY_SECRETS,
+        value_type="list[Mapping[str, Any]]",
     ),
     "auxiliary": mapping("a mapping of task -> model entry", secret=ENTRY_SECRETS),
     "delegation.max_iterations": integer(50, minimum=1),
@@ -285,6 +317,7 @@ SCHEMA: dict[str, Rule] = {
             isinstance(v, bool)
             or (isinstance(v, list) and all(isinstance(item, str) for item in v))
         ),
+        value_type="bool | list[str]",
     ),
     "web.allow": strings(),
     "web.deny": strings(),

@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "config_masking": SERVICES,
     "config": SERVICES,
     "config_write": SERVICES,
+    "config_types": SERVICES,  # generated from the schema, for mypy only
     "messages": SERVICES,
     "prompt": SERVICES,
     "store": SERVICES,
@@ -88,6 +89,7 @@ MODULE_GROUPS: dict[str, str] = {
     "config_schema": "config",
     "config_write": "config",
     "config_masking": "config",
+    "config_types": "config",
 }
 
 

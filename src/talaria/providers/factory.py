@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,8 +51,8 @@ def resolve_spec(
     api_key: str | None,
     api_mode: str | None,
     env: dict[str, str] | None = None,
-    options: dict[str, Any] | None = None,
-    profiles: dict[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    profiles: Mapping[str, Any] | None = None,
 ) -> ProviderSpec:
     """Fill in what the user left out, in the resolution order of docs/models.md. ``profiles`` is
     the config's ``profiles:`` section; a bad entry is a CONFIG `ProviderError` naming the key."""
