@@ -170,7 +170,7 @@ def _mcp_servers(spec: AgentSpec) -> Any:
     """The configured MCP servers (a child shares its parent's); None without any."""
     if spec.shared_tools is not None:
         return spec.shared_tools.shared()
-    if not spec.config.get("mcp_servers"):
+    if not spec.config.mcp_servers:
         return None
     from talaria.mcp.setup import connect_configured
 
@@ -191,20 +191,20 @@ def _chain_entries(spec: AgentSpec) -> tuple[list[ChainEntry], list[CredentialSo
         entries.append(
             ChainEntry(
                 spec=resolve_spec(
-                    model=model or config.get("model.default"),
-                    provider=choice.provider or config.get("model.provider"),
-                    base_url=choice.base_url or config.get("model.base_url"),
-                    api_key=choice.api_key or config.get("model.api_key"),
-                    api_mode=choice.api_mode or config.get("model.api_mode"),
+                    model=model or config.model.default,
+                    provider=choice.provider or config.model.provider,
+                    base_url=choice.base_url or config.model.base_url,
+                    api_key=choice.api_key or config.model.api_key,
+                    api_mode=choice.api_mode or config.model.api_mode,
                     options=config.model.options,
-                    profiles=config.get("profiles"),
+                    profiles=config.profiles,
                 )
             )
         )
         credentials.append(
             CredentialSource(
-                refresh=config.get("model.api_key_refresh"),
-                command=config.get("model.api_key_command"),
+                refresh=config.model.api_key_refresh,
+                command=config.model.api_key_command,
                 read_config=lambda: _file_key(spec.home),
             )
         )
@@ -222,7 +222,7 @@ def _chain_entries(spec: AgentSpec) -> tuple[list[ChainEntry], list[CredentialSo
                     api_key=fallback.get("api_key"),
                     api_mode=fallback.get("api_mode"),
                     options=fallback.get("options", {}),
-                    profiles=config.get("profiles"),
+                    profiles=config.profiles,
                 )
             )
         )
@@ -251,8 +251,8 @@ def _memory_store(spec: AgentSpec) -> Any:
 
     return MemoryStore(
         spec.home,
-        memory_char_limit=int(config.get("memory.memory_char_limit")),
-        user_char_limit=int(config.get("memory.user_char_limit")),
+        memory_char_limit=config.memory.memory_char_limit,
+        user_char_limit=config.memory.user_char_limit,
     )
 
 

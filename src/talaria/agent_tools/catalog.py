@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from talaria.tools.base import Tool
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 
 @dataclass(frozen=True)
@@ -28,67 +31,67 @@ class Capabilities:
     browser_enabled: bool = False
 
 
-Loader = Callable[[Any], list[Tool]]
+Loader = Callable[["Config | None"], list[Tool]]
 """The tools of one toolset, built for an agent's configuration (None: the defaults)."""
 
 
-def _terminal(config: Any) -> list[Tool]:
+def _terminal(config: Config | None) -> list[Tool]:
     from talaria.tools.builtin.processes import PROCESS_TOOL
     from talaria.tools.builtin.terminal import TERMINAL_TOOL
 
     return [TERMINAL_TOOL, PROCESS_TOOL]
 
 
-def _file(config: Any) -> list[Tool]:
+def _file(config: Config | None) -> list[Tool]:
     from talaria.tools.builtin.files import FILE_TOOLS
 
     return list(FILE_TOOLS)
 
 
-def _clarify(config: Any) -> list[Tool]:
+def _clarify(config: Config | None) -> list[Tool]:
     from talaria.tools.builtin.clarify import CLARIFY_TOOL
 
     return [CLARIFY_TOOL]
 
 
-def _todo(config: Any) -> list[Tool]:
+def _todo(config: Config | None) -> list[Tool]:
     from talaria.agent_tools.todo import TASK_LIST_TOOL
 
     return [TASK_LIST_TOOL]
 
 
-def _memory(config: Any) -> list[Tool]:
+def _memory(config: Config | None) -> list[Tool]:
     from talaria.agent_tools.memory import MEMORY_TOOL
 
     return [MEMORY_TOOL]
 
 
-def _session_search(config: Any) -> list[Tool]:
+def _session_search(config: Config | None) -> list[Tool]:
     from talaria.agent_tools.session_search import SESSION_SEARCH_TOOL
 
     return [SESSION_SEARCH_TOOL]
 
 
-def _delegation(config: Any) -> list[Tool]:
+def _delegation(config: Config | None) -> list[Tool]:
     from talaria.agent_tools.delegate import DELEGATE_TOOL
 
     return [DELEGATE_TOOL]
 
 
-def _web(config: Any) -> list[Tool]:
+def _web(config: Config | None) -> list[Tool]:
     from talaria.tools.web.settings import WebSettings
     from talaria.tools.web.tools import web_tools
 
     return web_tools(WebSettings.from_config(config))
 
 
-def _skills(config: Any) -> list[Tool]:
+def _skills(config: Config | None) -> list[Tool]:
     from talaria.agent_tools.skills import SKILL_MANAGE_TOOL, SKILL_VIEW_TOOL
 
     return [SKILL_VIEW_TOOL, SKILL_MANAGE_TOOL]
 
 
-def _browser(config: Any) -> list[Tool]:
+def _browser(config: Config | None) -> list[Tool]:
     from talaria.tools.browser.settings import BrowserSettings
     from talaria.tools.browser.tools import browser_tools
     from talaria.tools.web.settings import WebSettings
@@ -96,7 +99,7 @@ def _browser(config: Any) -> list[Tool]:
     return browser_tools(WebSettings.from_config(config), BrowserSettings.from_config(config))
 
 
-def _code(config: Any) -> list[Tool]:
+def _code(config: Config | None) -> list[Tool]:
     from talaria.tools.builtin.code import CODE_TOOL
 
     return [CODE_TOOL]
@@ -121,7 +124,9 @@ the fixed order of the tools (and of the toolsets' names)."""
 TOOLSETS: tuple[str, ...] = tuple(LOADERS)
 
 
-def builtin_tools(config: Any = None, toolsets: Iterable[str] | None = None) -> list[Tool]:
+def builtin_tools(
+    config: Config | None = None, toolsets: Iterable[str] | None = None
+) -> list[Tool]:
     """The built-in tools of `toolsets` (None: all), in the fixed order of TOOLSETS that keeps
     the prompt prefix byte-stable; the web and browser tools follow `config`'s settings."""
     wanted = set(TOOLSETS if toolsets is None else toolsets)
@@ -144,7 +149,7 @@ def select_tools(
     toolsets: Sequence[str] | None,
     caps: Capabilities,
     extra: Iterable[Tool] = (),
-    config: Any = None,
+    config: Config | None = None,
 ) -> list[Tool]:
     """Built-in tools of the chosen toolsets, then the user's tools; names must be unique.
     `config` is the agent's configuration (the web tools follow its `web.*` settings)."""

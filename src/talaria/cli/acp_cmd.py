@@ -78,7 +78,7 @@ def _settings(args: argparse.Namespace) -> Any:
         agent_kwargs=kwargs,
         toolsets=toolsets,
         images=config.model.vision is not False,
-        mcp_servers=dict(config.get("mcp_servers") or {}),
+        mcp_servers=dict(config.mcp_servers or {}),
         open_store=functools.partial(configured_store, config),
     )
 

@@ -16,9 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 OK, BAD, NONE = "✓", "✗", "–"
 
@@ -91,11 +94,11 @@ def _config_checks(home: Path) -> tuple[list[Check], Any]:
     return checks, config
 
 
-def _model_checks(config: Any) -> tuple[list[Check], bool]:
+def _model_checks(config: Config) -> tuple[list[Check], bool]:
     from talaria.providers.errors import ProviderError
     from talaria.providers.factory import resolve_spec
 
-    model = config.get("model.default")
+    model = config.model.default
     if not model:
         return [
             Check("model", BAD, "none configured: talaria config set model.default <model>")
@@ -103,11 +106,11 @@ def _model_checks(config: Any) -> tuple[list[Check], bool]:
     try:
         spec = resolve_spec(
             model=model,
-            provider=config.get("model.provider"),
-            base_url=config.get("model.base_url"),
-            api_key=config.get("model.api_key"),
-            api_mode=config.get("model.api_mode"),
-            profiles=config.get("profiles"),
+            provider=config.model.provider,
+            base_url=config.model.base_url,
+            api_key=config.model.api_key,
+            api_mode=config.model.api_mode,
+            profiles=config.profiles,
         )
     except (ProviderError, ValueError) as exc:
         return [Check("model", BAD, f"{model}: {exc}")], False
@@ -150,7 +153,7 @@ def _served_window(spec: Any) -> int | None:
     return asyncio.run(probe)
 
 
-def prompt_check(config: Any, window: int | None) -> Check:
+def prompt_check(config: Config, window: int | None) -> Check:
     """How big the first request's fixed part is in each profile, and which one applies."""
     from talaria.cli.render import format_tokens
     from talaria.prompt.profile import choose_profile
@@ -168,7 +171,7 @@ def prompt_check(config: Any, window: int | None) -> Check:
     return Check("prompt", OK, f"{served}{chosen} ({rule}) · {detail}")
 
 
-def _prompt_size(config: Any, lean: bool) -> tuple[int, int]:
+def _prompt_size(config: Config, lean: bool) -> tuple[int, int]:
     """Estimated tokens of the system prompt plus tool schemas, and the number of tools."""
     from talaria.agent_tools.catalog import Capabilities, select_tools
     from talaria.assembly import skill_catalog
@@ -204,7 +207,7 @@ def _environment_checks() -> list[Check]:
     ]
 
 
-def _store_check(config: Any) -> Check:
+def _store_check(config: Config) -> Check:
     """The sessions of the store the agent uses (`store.url`, else the home's state.db)."""
     if config is None:
         return Check("sessions", NONE, "not checked: the configuration does not load")
@@ -260,7 +263,7 @@ def required_packages() -> list[str]:
     return [name for name in names if name]
 
 
-def sandbox_check(config: Any, cwd: Path) -> Check:
+def sandbox_check(config: Config, cwd: Path) -> Check:
     """Which sandbox commands run in here, or why none."""
     from talaria.tools.sandbox import SandboxPolicy, describe
 

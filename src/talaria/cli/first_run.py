@@ -13,7 +13,10 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 KNOWN_SERVERS: tuple[tuple[str, int], ...] = (
     ("Ollama", 11434),
@@ -74,8 +77,8 @@ def detect_local_servers(
     return [found[i] for i in sorted(found)]
 
 
-def model_configured(args: argparse.Namespace, config: Any) -> bool:
-    return bool(getattr(args, "model", None) or config.get("model.default"))
+def model_configured(args: argparse.Namespace, config: Config) -> bool:
+    return bool(getattr(args, "model", None) or config.model.default)
 
 
 def guidance(config_path: str, env: dict[str, str] | None = None) -> str:
@@ -134,7 +137,7 @@ def offer_local_server(
 
 def ensure_model(
     args: argparse.Namespace,
-    config: Any,
+    config: Config,
     ask: Callable[[str], str] = input,
     say: Callable[[str], None] = print,
     detect: Callable[[], list[LocalServer]] = detect_local_servers,
@@ -146,7 +149,7 @@ def ensure_model(
     """
     if model_configured(args, config):
         return True
-    base_url = args.base_url or config.get("model.base_url")
+    base_url = args.base_url or config.model.base_url
     if base_url:
         models = list_models(base_url, timeout=3.0, api_key=args.api_key)
         if models:
@@ -164,8 +167,9 @@ def ensure_model(
         return False
     from talaria.config_write import set_config_value
 
-    set_config_value(config.path, "model.base_url", chosen.base_url)
-    set_config_value(config.path, "model.default", chosen.models[0])
+    path = config.path or config.home / "config.yaml"  # a Config not loaded from a file
+    set_config_value(path, "model.base_url", chosen.base_url)
+    set_config_value(path, "model.default", chosen.models[0])
     args.model, args.base_url = chosen.models[0], chosen.base_url
-    say(f"saved to {config.path.name}: {chosen.models[0]} at {chosen.base_url}")
+    say(f"saved to {path.name}: {chosen.models[0]} at {chosen.base_url}")
     return True

@@ -15,7 +15,10 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 EXIT_REFUSED = 2
 
@@ -64,13 +67,13 @@ def _pair(store: Any, code: str) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace, config: Any, store: Any) -> int:
+def _serve(args: argparse.Namespace, config: Config, store: Any) -> int:
     from talaria.config_schema import ConfigError
     from talaria.gateway.core import Gateway, load_platform
     from talaria.gateway.settings import all_platforms
 
     try:
-        chosen = all_platforms(config.get("gateway.platforms"))
+        chosen = all_platforms(config.gateway.platforms)
         platforms = [(settings, load_platform(settings)) for settings in chosen]
     except (ConfigError, RuntimeError) as exc:
         return _fail(str(exc))
@@ -78,8 +81,8 @@ def _serve(args: argparse.Namespace, config: Any, store: Any) -> int:
         platforms,
         store,
         _agent_factory(args, store),
-        edit_interval=float(config.get("gateway.edit_interval")),
-        compress_at=float(config.get("gateway.compress_at")),
+        edit_interval=float(config.gateway.edit_interval),
+        compress_at=float(config.gateway.compress_at),
     )
     _log_to_stderr()
     asyncio.run(_run_until_stopped(gateway, [s.name for s in chosen]))

@@ -81,7 +81,7 @@ def run_interactive(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"talaria: {exc}", file=sys.stderr)
         return EXIT_AGENT_FAILURE
-    if not (args.model or config.get("model.default")):
+    if not (args.model or config.model.default):
         from talaria.cli.first_run import ensure_model
 
         if not ensure_model(args, config):
@@ -583,8 +583,8 @@ class Chat:
         try:
             spec = configured_spec(args, config)
         except (ProviderError, ValueError) as exc:
-            model = args["model"] or config.get("model.default")
-            named = args["provider"] or config.get("model.provider")
+            model = args["model"] or config.model.default
+            named = args["provider"] or config.model.provider
             label = f"{named}:{model}" if named else str(model)
             return label, getattr(exc, "message", None) or str(exc)
         return f"{spec.label} · {spec.base_url}", None

@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 
 def add_parser(commands: Any, add_model_options: Any) -> None:
@@ -137,7 +140,7 @@ def _list(args: argparse.Namespace) -> int:
     from talaria.mcp.config import parse_servers
 
     config = Config.load(args.home)
-    servers = parse_servers(config.get("mcp_servers"))
+    servers = parse_servers(config.mcp_servers)
     if not servers:
         print("No MCP servers configured. Add one: talaria mcp add NAME -- COMMAND [ARGS...]")
         return EXIT_OK
@@ -145,7 +148,7 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _describe(servers: list[Any], config: Any) -> str:
+async def _describe(servers: list[Any], config: Config) -> str:
     from talaria.mcp.manager import MCPManager
     from talaria.mcp.tools import offered_tools
     from talaria.tools.sandbox import SandboxPolicy

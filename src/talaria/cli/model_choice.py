@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 KNOWN_PROVIDERS = frozenset(
     {
@@ -77,18 +80,18 @@ def _entry(name: str, raw: Any) -> ModelChoice | None:
     )
 
 
-def model_choices(start: dict[str, Any], config: Any) -> list[ModelChoice]:
+def model_choices(start: dict[str, Any], config: Config) -> list[ModelChoice]:
     """Every configured endpoint, the starting one first, without duplicates."""
     found: list[ModelChoice | None] = [
-        _entry("start", {**start, "model": start.get("model") or config.get("model.default")}),
+        _entry("start", {**start, "model": start.get("model") or config.model.default}),
         _entry(
             "main",
             {
-                "model": config.get("model.default"),
-                "provider": config.get("model.provider"),
-                "base_url": config.get("model.base_url"),
-                "api_key": config.get("model.api_key"),
-                "api_mode": config.get("model.api_mode"),
+                "model": config.model.default,
+                "provider": config.model.provider,
+                "base_url": config.model.base_url,
+                "api_key": config.model.api_key,
+                "api_mode": config.model.api_mode,
             },
         ),
     ]

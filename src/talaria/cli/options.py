@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from talaria.config import Config
     from talaria.providers.factory import ProviderSpec
 
 
@@ -49,15 +50,15 @@ def resume_ref(args: argparse.Namespace) -> str | None:
     return getattr(args, "resume", None)
 
 
-def configured_spec(kwargs: dict[str, Any], config: Any) -> ProviderSpec:
+def configured_spec(kwargs: dict[str, Any], config: Config) -> ProviderSpec:
     """The endpoint Agent(**kwargs) would resolve to, arguments over config (raises
     `ProviderError` or `ValueError` when it cannot be resolved)."""
     from talaria.providers.factory import resolve_spec
 
     return resolve_spec(
-        model=kwargs.get("model") or config.get("model.default"),
-        provider=kwargs.get("provider") or config.get("model.provider"),
-        base_url=kwargs.get("base_url") or config.get("model.base_url"),
-        api_key=kwargs.get("api_key") or config.get("model.api_key"),
-        api_mode=kwargs.get("api_mode") or config.get("model.api_mode"),
+        model=kwargs.get("model") or config.model.default,
+        provider=kwargs.get("provider") or config.model.provider,
+        base_url=kwargs.get("base_url") or config.model.base_url,
+        api_key=kwargs.get("api_key") or config.model.api_key,
+        api_mode=kwargs.get("api_mode") or config.model.api_mode,
     )

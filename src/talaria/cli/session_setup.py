@@ -57,7 +57,7 @@ def current_setup(
         )
     if kwargs["toolsets"] is not None:
         setup["toolsets"] = list(kwargs["toolsets"])
-    sandbox = getattr(args, "sandbox", None) or config.get("sandbox.mode")
+    sandbox = getattr(args, "sandbox", None) or config.sandbox.mode
     if sandbox:
         setup["sandbox"] = sandbox
     return setup

@@ -104,7 +104,7 @@ def _spec(rt: Runtime, entry: dict[str, Any]) -> ProviderSpec:
             base_url=main.base_url,
             api_key=entry.get("api_key") or main.api_key,
             api_mode=entry.get("api_mode") or main.api_mode,
-            profiles=rt.config.get("profiles"),
+            profiles=rt.config.profiles,
         )
     return resolve_spec(
         model=entry.get("model") or (main.model if main else None),
@@ -112,7 +112,7 @@ def _spec(rt: Runtime, entry: dict[str, Any]) -> ProviderSpec:
         base_url=entry.get("base_url"),
         api_key=entry.get("api_key"),
         api_mode=entry.get("api_mode"),
-        profiles=rt.config.get("profiles"),
+        profiles=rt.config.profiles,
     )
 
 

@@ -146,7 +146,7 @@ class ContextDriver:
         if key not in self._windows:
             from talaria.providers.profiles.context_windows import context_window
 
-            configured = self.config.get("model.context_length")
+            configured = self.config.model.context_length
             metadata = None if configured else await self._endpoint_window(rt, interruptible)
             size, source = context_window(
                 entry.model, configured=configured, endpoint_metadata=metadata

@@ -35,7 +35,7 @@ async def ensure_profile(rt: Runtime, user_tools: Collection[str]) -> str:
 
 
 async def _window(rt: Runtime) -> int | None:
-    configured = rt.config.get("model.context_length")
+    configured = rt.config.model.context_length
     if configured:
         return int(configured)
     if rt.context is None:

@@ -343,9 +343,7 @@ async def _call(
             rt.tool_schemas,
             stream=rt.stream,
             max_tokens=max_tokens,
-            cache_ttl=(
-                config.get("prompt_caching.ttl") if config.get("prompt_caching.enabled") else None
-            ),
+            cache_ttl=config.prompt_caching.ttl if config.prompt_caching.enabled else None,
             tool_choice=tool_choice,
             media=media,
         )

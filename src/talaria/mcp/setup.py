@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from talaria.events import EventSink, Notice
 from talaria.mcp.config import parse_servers
 from talaria.mcp.manager import MCPManager
 from talaria.tools.base import Tool
 from talaria.tools.sandbox import SandboxPolicy
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 
 class MCPTools:
@@ -61,14 +64,14 @@ class MCPTools:
 
 
 def connect_configured(
-    config: Any, home: Path, shared: MCPTools | None = None, cwd: Path | None = None
+    config: Config, home: Path, shared: MCPTools | None = None, cwd: Path | None = None
 ) -> MCPTools | None:
     """The servers in `mcp_servers` (None when there are none: the SDK is never imported);
     with `shared`, the parent's servers instead of new ones. A server set to `sandbox:` runs
     in the sandbox `config` describes, with `cwd` as its workspace."""
     if shared is not None:
         return shared.shared()
-    servers = parse_servers(config.get("mcp_servers"))
+    servers = parse_servers(config.mcp_servers)
     if not any(server.enabled for server in servers):
         return None
     folder = cwd or Path.cwd()

@@ -30,6 +30,7 @@ from talaria.events import Notice
 from talaria.tools.base import ToolError
 
 if TYPE_CHECKING:
+    from talaria.config import Config
     from talaria.tools.sandbox_probe import SandboxSupport
 
 log = logging.getLogger("talaria.tools")
@@ -79,17 +80,17 @@ class SandboxPolicy:
     """The protected paths inside the roots, looked for once when the first command runs."""
 
     @classmethod
-    def from_config(cls, config: Any, cwd: Path) -> SandboxPolicy:
-        roots = config.sandbox.writable_roots
+    def from_config(cls, config: Config, cwd: Path) -> SandboxPolicy:
+        sandbox = config.sandbox
         return cls.resolve(
             cwd,
-            mode=str(config.sandbox.mode),
-            network=bool(config.sandbox.network),
-            writable_roots=tuple(str(root) for root in roots),
-            required=bool(config.sandbox.required),
+            mode=sandbox.mode,
+            network=sandbox.network,
+            writable_roots=tuple(sandbox.writable_roots),
+            required=sandbox.required,
             home=Path(config.home),
-            bwrap_path=str(config.sandbox.bwrap_path or ""),
-            hidden_paths=tuple(str(path) for path in config.sandbox.hidden_paths),
+            bwrap_path=sandbox.bwrap_path or "",
+            hidden_paths=tuple(sandbox.hidden_paths),
         )
 
     @classmethod

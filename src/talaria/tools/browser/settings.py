@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,12 +19,13 @@ class BrowserSettings:
     timeout: float = 30.0
 
     @classmethod
-    def from_config(cls, config: Any) -> BrowserSettings:
+    def from_config(cls, config: Config | None) -> BrowserSettings:
         if config is None:
             return cls()
+        browser = config.browser
         return cls(
-            enabled=bool(config.get("browser.enabled")),
-            executable=str(config.get("browser.executable") or ""),
-            headless=bool(config.get("browser.headless")),
-            timeout=float(config.get("browser.timeout")),
+            enabled=browser.enabled,
+            executable=browser.executable or "",
+            headless=browser.headless,
+            timeout=float(browser.timeout),
         )

@@ -8,7 +8,10 @@ dot, so `Example.ORG.` is `example.org`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,22 +33,23 @@ class WebSettings:
     searxng_url: str | None = None
 
     @classmethod
-    def from_config(cls, config: Any) -> WebSettings:
+    def from_config(cls, config: Config | None) -> WebSettings:
         if config is None:
             return cls()
-        private = config.get("web.allow_private")
+        web = config.web
+        private = web.allow_private
         return cls(
-            enabled=bool(config.get("web.enabled")),
+            enabled=web.enabled,
             allow_private=private is True,
             private_hosts=tuple(_domain(host) for host in private)
             if isinstance(private, list)
             else (),
-            allow=tuple(_domain(rule) for rule in config.get("web.allow") or ()),
-            deny=tuple(_domain(rule) for rule in config.get("web.deny") or ()),
-            ask_unknown=bool(config.get("web.ask_unknown")),
-            timeout=float(config.get("web.timeout")),
-            max_bytes=int(config.get("web.max_bytes")),
-            searxng_url=config.get("web.search.searxng_url") or None,
+            allow=tuple(_domain(rule) for rule in web.allow),
+            deny=tuple(_domain(rule) for rule in web.deny),
+            ask_unknown=web.ask_unknown,
+            timeout=float(web.timeout),
+            max_bytes=web.max_bytes,
+            searxng_url=web.search.searxng_url or None,
         )
 
     def denied(self, host: str) -> bool:
