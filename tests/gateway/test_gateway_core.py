@@ -203,6 +203,21 @@ async def test_busy_queue_answers_both_in_order(tmp_path: Path) -> None:
     assert texts.index("first answer") < texts.index("second answer")
 
 
+async def test_a_busy_acknowledgement_outlasts_a_flood_wait(tmp_path: Path) -> None:
+    gate = Gate()
+    server = ScriptedProvider([gate.hold(text("first answer")), text("second answer")])
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("first"))
+            await gw.until(lambda: len(server.requests) == 1)
+            gw.platform.flood(0.01, 0.01, 0.01, 0.01, 0.01)  # more refusals than a UI message gets
+            await gw.platform.deliver(user_message("second"))
+            await gw.platform.wait_for(lambda m: m.text.startswith("Queued"))
+            gate.open()
+            await gw.platform.wait_for(lambda m: m.text == "second answer")
+    assert gw.texts().count("Queued: I will answer this when the current task is done.") == 1
+
+
 async def test_busy_interrupt_drops_the_stale_reply_and_answers_the_new_message(
     tmp_path: Path,
 ) -> None:

@@ -286,7 +286,9 @@ class ChatSession:
             agent.steer(text)
         else:
             agent.interrupt(text)
-        await self.ui.send(BUSY_ACKS[mode])
+        # through the ledger, as answers go: a flood wait or a restart delays it, never loses it
+        ack = f"ack:{self.chat.platform}:{message.message_id}"
+        await self.say(BUSY_ACKS[mode], ack, message.message_id)
 
     async def say(self, text: str, key: str, reply_to: str | None = None) -> None:
         """A reply of the gateway's own (an acknowledgement, help): kept in the ledger too."""
