@@ -6,6 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway_support import Gate, running_gateway
 from helpers import FOREVER
 from talaria.gateway.chat import BUSY_ACKS
@@ -185,37 +187,25 @@ async def test_stop_ends_a_running_turn_and_no_reply_follows(tmp_path: Path) -> 
     assert "too late" not in " ".join(gw.texts())
 
 
-async def test_busy_queue_answers_both_in_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("refusals", [0, 5], ids=["at-once", "through-a-flood-wait"])
+async def test_busy_queue_answers_both_in_order(tmp_path: Path, refusals: int) -> None:
+    """Acknowledged once (a flood wait longer than a UI message's tries delays the
+    acknowledgement, it does not lose it), then answered in order."""
     gate = Gate()
     server = ScriptedProvider([gate.hold(text("first answer")), text("second answer")])
     with server:
         async with running_gateway(server, tmp_path) as gw:
             await gw.platform.deliver(user_message("first"))
             await gw.until(lambda: len(server.requests) == 1)
+            gw.platform.flood(*[0.01] * refusals)
             await gw.platform.deliver(user_message("second"))
             await gw.platform.wait_for(lambda m: m.text.startswith("Queued"))
             gate.open()
             await gw.platform.wait_for(lambda m: m.text == "second answer")
     texts = gw.texts()
-    assert texts.index("Queued: I will answer this when the current task is done.") < (
-        texts.index("first answer")
-    )
-    assert texts.index("first answer") < texts.index("second answer")
-
-
-async def test_a_busy_acknowledgement_outlasts_a_flood_wait(tmp_path: Path) -> None:
-    gate = Gate()
-    server = ScriptedProvider([gate.hold(text("first answer")), text("second answer")])
-    with server:
-        async with running_gateway(server, tmp_path) as gw:
-            await gw.platform.deliver(user_message("first"))
-            await gw.until(lambda: len(server.requests) == 1)
-            gw.platform.flood(0.01, 0.01, 0.01, 0.01, 0.01)  # more refusals than a UI message gets
-            await gw.platform.deliver(user_message("second"))
-            await gw.platform.wait_for(lambda m: m.text.startswith("Queued"))
-            gate.open()
-            await gw.platform.wait_for(lambda m: m.text == "second answer")
-    assert gw.texts().count("Queued: I will answer this when the current task is done.") == 1
+    queued = "Queued: I will answer this when the current task is done."
+    assert texts.count(queued) == 1
+    assert texts.index(queued) < texts.index("first answer") < texts.index("second answer")
 
 
 async def test_busy_interrupt_drops_the_stale_reply_and_answers_the_new_message(
