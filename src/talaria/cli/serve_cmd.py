@@ -105,7 +105,7 @@ def run_serve(args: argparse.Namespace) -> int:
         config = Config.load(args.home)
     except ConfigError as exc:
         return _fail(str(exc))
-    settings = ServerSettings.from_config(config.get, host=args.host, port=args.port)
+    settings = ServerSettings.from_config(config, host=args.host, port=args.port)
     refusal = settings.refusal()
     if refusal:
         return _fail(refusal)

@@ -11,9 +11,12 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.messages.redact import remember_secret
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 MIN_KEY_LENGTH = 16
 DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
@@ -50,28 +53,26 @@ class ServerSettings:
 
     @classmethod
     def from_config(
-        cls, config_get: Any, env: Mapping[str, str] | None = None, **overrides: Any
+        cls, config: Config, env: Mapping[str, str] | None = None, **overrides: Any
     ) -> ServerSettings:
-        """`config_get` is `Config.get`; `overrides` (command-line values) win when not None."""
+        """The `server.*` settings (the schema's defaults where unset); `overrides`
+        (command-line values) win when not None."""
         env = os.environ if env is None else env
+        server = config.server
         settings = cls(
-            api_key=env.get("TALARIA_SERVER_KEY") or config_get("server.api_key") or None,
-            allowed_hosts=[str(h) for h in config_get("server.allowed_hosts", []) or []],
-            allowed_origins=[
-                str(o)
-                for key in ("server.allowed_origins", "server.cors_origins")
-                for o in config_get(key, []) or []
-            ],
-            max_body_bytes=int(config_get("server.max_body_bytes", DEFAULT_BODY_LIMIT)),
-            header_timeout_s=float(config_get("server.header_timeout", DEFAULT_HEADER_TIMEOUT_S)),
-            keep_alive_s=int(config_get("server.keep_alive_timeout", 5)),
-            max_connections=int(config_get("server.max_connections", DEFAULT_MAX_CONNECTIONS)),
-            approvals=str(config_get("server.approvals", "deny")),
-            max_live_sessions=int(config_get("server.max_live_sessions", 256)),
-            run_retention_s=float(config_get("server.run_retention", 900.0)),
+            host=server.host,
+            port=server.port,
+            api_key=env.get("TALARIA_SERVER_KEY") or server.api_key or None,
+            allowed_hosts=list(server.allowed_hosts),
+            allowed_origins=[*server.allowed_origins, *server.cors_origins],
+            max_body_bytes=server.max_body_bytes,
+            header_timeout_s=float(server.header_timeout),
+            keep_alive_s=server.keep_alive_timeout,
+            max_connections=server.max_connections,
+            approvals=server.approvals,
+            max_live_sessions=server.max_live_sessions,
+            run_retention_s=float(server.run_retention),
         )
-        settings.host = str(config_get("server.host", settings.host))
-        settings.port = int(config_get("server.port", settings.port))
         for name, value in overrides.items():
             if value is not None:
                 setattr(settings, name, value)
