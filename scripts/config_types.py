@@ -17,8 +17,12 @@ import json
 import re
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from talaria.config_schema import Rule
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "src" / "talaria" / "config_types.py"
@@ -42,14 +46,14 @@ def class_name(section: str) -> str:
     return "".join(word.capitalize() for word in words) + "Section"
 
 
-def setting_type(rule: Any) -> str:
+def setting_type(rule: Rule) -> str:
     """The annotation of one setting: its rule's type, optional where the default is None."""
     if rule.default is None and rule.value_type != "Any":
         return f"{rule.value_type} | None"
     return str(rule.value_type)
 
 
-def _doc(section: str, name: str, rule: Any) -> str:
+def _doc(section: str, name: str, rule: Rule) -> str:
     """What the schema says of a key: what it accepts and its default (when it has one)."""
     text = f"`{section}.{name}`: {rule.expected}"
     if rule.default not in (None, [], {}):
@@ -57,10 +61,10 @@ def _doc(section: str, name: str, rule: Any) -> str:
     return text + "."
 
 
-def members(schema: dict[str, Any], prefix: str) -> dict[str, str | Any]:
+def members(schema: Mapping[str, Rule], prefix: str) -> dict[str, str | Rule]:
     """The names directly under `prefix` ('' for the top level): a nested section's name maps
     to its dotted key (a str), a setting's to its rule, in the schema's order."""
-    found: dict[str, str | Any] = {}
+    found: dict[str, str | Rule] = {}
     for key, rule in schema.items():
         if not key.startswith(prefix):
             continue
@@ -72,21 +76,22 @@ def members(schema: dict[str, Any], prefix: str) -> dict[str, str | Any]:
     return found
 
 
-def annotations(schema: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    """Each name under `prefix` with its type: a section's protocol, or a setting's type."""
-    return {
-        name: class_name(entry) if isinstance(entry, str) else setting_type(entry)
-        for name, entry in members(schema, prefix).items()
-    }
+def _type(entry: str | Rule) -> str:
+    """A member's annotation: a nested section's protocol, or the setting's type."""
+    return class_name(entry) if isinstance(entry, str) else setting_type(entry)
 
 
-def _protocol(schema: dict[str, Any], section: str) -> str:
+def top_level_types(schema: Mapping[str, Rule]) -> dict[str, str]:
+    """The top-level sections and settings with their types: what `Config` declares."""
+    return {name: _type(entry) for name, entry in members(schema, "").items()}
+
+
+def _protocol(schema: Mapping[str, Rule], section: str) -> str:
     lines = [f"class {class_name(section)}(Protocol):", f'    """`{section}.*` settings."""']
     for name, entry in members(schema, section + ".").items():
-        annotation = class_name(entry) if isinstance(entry, str) else setting_type(entry)
-        signature = f"    def {name}(self) -> {annotation}:"
+        signature = f"    def {name}(self) -> {_type(entry)}:"
         if len(signature) > WIDTH:  # as ruff format splits it
-            signature = f"    def {name}(\n        self,\n    ) -> {annotation}:"
+            signature = f"    def {name}(\n        self,\n    ) -> {_type(entry)}:"
         lines += ["", "    @property", signature]
         if isinstance(entry, str):
             lines.append(f'        """`{entry}.*` settings."""')
@@ -98,7 +103,7 @@ def _protocol(schema: dict[str, Any], section: str) -> str:
     return "\n".join(lines)
 
 
-def _sections(schema: dict[str, Any]) -> list[str]:
+def _sections(schema: Mapping[str, Rule]) -> list[str]:
     """Every section (dotted key prefix), in the order the schema first names it."""
     seen: dict[str, None] = {}
     for key in schema:
@@ -108,7 +113,7 @@ def _sections(schema: dict[str, Any]) -> list[str]:
     return list(seen)
 
 
-def render(schema: dict[str, Any]) -> str:
+def render(schema: Mapping[str, Rule]) -> str:
     """The text of src/talaria/config_types.py for `schema`."""
     classes = [_protocol(schema, section) for section in _sections(schema)]
     used = " ".join(setting_type(rule) for rule in schema.values())

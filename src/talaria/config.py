@@ -212,9 +212,9 @@ class Config:
     path: Path | None = None
 
     if TYPE_CHECKING:
-        # The schema's sections and top-level settings, as `__getattr__` answers them; written
-        # by scripts/config_types.py's types (tests/config/test_config_types.py keeps the two
-        # in step). Class variables, so the dataclass does not take them as fields.
+        # The schema's sections and top-level settings, as `__getattr__` answers them, with
+        # the types scripts/config_types.py writes (tests/config/test_config_types.py keeps
+        # the two in step). Class variables, so the dataclass does not take them as fields.
         model: ClassVar[ModelSection]
         agent: ClassVar[AgentSection]
         compression: ClassVar[CompressionSection]

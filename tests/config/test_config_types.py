@@ -55,8 +55,8 @@ def _declared_on_config() -> dict[str, str]:
 
 
 def test_config_declares_every_top_level_section_and_setting_with_its_type() -> None:
-    assert _declared_on_config() == _generator().annotations(SCHEMA), (
-        "Config's TYPE_CHECKING block must match scripts/config_types.py's annotations(SCHEMA)"
+    assert _declared_on_config() == _generator().top_level_types(SCHEMA), (
+        "Config's TYPE_CHECKING block must match scripts/config_types.py's top_level_types(SCHEMA)"
     )
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
+
+if TYPE_CHECKING:
+    from talaria.config import Config
 
 
 def add_parser(commands: Any) -> None:
@@ -44,7 +47,7 @@ def run_hooks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _list(config: Any, project: Path, files: list[Path]) -> None:
+def _list(config: Config, project: Path, files: list[Path]) -> None:
     from talaria.hooks.bridge import describe
     from talaria.hooks.settings import HOME_FILE, is_trusted, read_hooks
 
