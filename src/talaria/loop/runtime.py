@@ -114,7 +114,7 @@ class Runtime:
             self.telemetry = telemetry_for(self.config)
         self.caller.telemetry = self.executor.telemetry = self.telemetry
         if not self.budgets.any:
-            self.budgets = Budgets.from_config(self.config.get)
+            self.budgets = Budgets.from_config(self.config.agent)
 
     async def sync_tools(self) -> None:
         """Take the tool source's changes, at turn start only: within a turn the tool

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from talaria.context.tokens import ContextTracker
 from talaria.core import Usage
+
+if TYPE_CHECKING:
+    from talaria.config_types import AgentSection
 
 DEFAULT_OUTPUT_RESERVE = 512
 """Output tokens a call is assumed to need before the turn has shown a real figure."""
@@ -49,20 +51,20 @@ class Budgets:
     """Sizes the next request from the provider's count for the last one."""
 
     @classmethod
-    def from_config(cls, get: Callable[[str], Any]) -> Budgets:
-        def number(key: str) -> float | None:
-            value = get(key)
+    def from_config(cls, agent: AgentSection) -> Budgets:
+        """The `agent.*` limits (None: no limit); token counts are whole numbers."""
+
+        def number(value: float | None) -> float | None:
             return None if value is None else float(value)
 
-        def count(key: str) -> int | None:
-            value = get(key)
+        def count(value: float | None) -> int | None:
             return None if value is None else int(value)
 
         return cls(
-            turn_cost=number("agent.max_cost_usd"),
-            session_cost=number("agent.max_session_cost_usd"),
-            turn_tokens=count("agent.max_tokens_per_turn"),
-            session_tokens=count("agent.max_session_tokens"),
+            turn_cost=number(agent.max_cost_usd),
+            session_cost=number(agent.max_session_cost_usd),
+            turn_tokens=count(agent.max_tokens_per_turn),
+            session_tokens=count(agent.max_session_tokens),
         )
 
     @property
