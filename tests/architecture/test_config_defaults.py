@@ -28,7 +28,10 @@ def restated_defaults(source: str, where: str) -> list[str]:
                 "config" in receiver or "settings" in receiver
             )
         else:
-            reads_settings = isinstance(node.func, ast.Name) and node.func.id == "get"
+            # a getter handed over as a function: `get`, `config_get`
+            reads_settings = isinstance(node.func, ast.Name) and (
+                node.func.id == "get" or node.func.id.endswith("_get")
+            )
         key = node.args[0]
         if reads_settings and isinstance(key, ast.Constant) and key.value in SETTINGS:
             found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
@@ -50,5 +53,6 @@ def test_a_restated_default_is_found() -> None:
         "m.py:1: self.config.get('agent.max_iterations', 90)"
     ]
     assert restated_defaults('get("retry.max_delay", 30.0)\n', "m.py") != []
+    assert restated_defaults('config_get("server.keep_alive_timeout", 5)\n', "m.py") != []
     assert restated_defaults('headers.get("host", "")\n', "m.py") == []
     assert restated_defaults('entry.get("model", "?")\n', "m.py") == []  # not the settings
