@@ -88,7 +88,7 @@ FLOOR = (
 )
 
 TALARIA_CONFIG = """\
-agent: {max_turns: 90, tool_timeout: 600}
+agent: {max_iterations: 90, tool_timeout: 600}
 approvals: {mode: manual, timeout: 300}
 command_allowlist: ["git status"]
 compression: {threshold: 0.5}
