@@ -330,6 +330,11 @@ class Agent:
 
         return TurnEvents(run, self.subscribe, self.interrupt, answers)
 
+    def queued_events(self, *, answers: Sequence[str] = ()) -> TurnEvents:
+        """`arun_queued` as a stream, as `events` streams one message: the turns of the
+        messages waiting in the queue, in order; `.result` is the last turn's."""
+        return TurnEvents(self.arun_queued, self.subscribe, self.interrupt, answers)
+
     def respond(self, request_id: str, answer: object) -> bool:
         """Answer a pending approval ("once" | "session" | "always" | "deny") or clarify
         request (text) from any thread or front end. False when it is no longer pending

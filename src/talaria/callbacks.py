@@ -2,7 +2,8 @@
 
 `stream_delta_callback(delta)` and `reasoning_callback(text)` get plain strings; the others get
 the event object itself. A callback that raises is logged and ignored: a UI bug must not end a
-turn. `event_callback` receives every event (what the CLI, ACP and HTTP server use).
+turn. `event_callback` receives every event. They are for library users: talaria's own front
+ends read `agent.events()` (tests/architecture/test_event_stream.py).
 """
 
 from __future__ import annotations

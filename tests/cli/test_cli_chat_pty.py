@@ -1,6 +1,7 @@
 """The interactive chat in a pseudo-terminal: resume with the session's setup, /model away and
 back, /undo and /retry that persist, /clear and /exit, tool output on screen, single-key
-approvals, markdown in resumed history, usage of an interrupted answer."""
+approvals, clarify answered on the input line, markdown in resumed history, usage of an
+interrupted answer, a plugin's load failure shown before the first message."""
 
 from __future__ import annotations
 
@@ -153,4 +154,34 @@ def test_an_interrupted_answer_counts_its_tokens(provider, chat):
     terminal.expect(" in · ")
     total = terminal.text[terminal.text.rfind("sub-agents included: ") :]
     assert not total.removeprefix("sub-agents included: ").startswith("0 in"), total
+    terminal.assert_clean()
+
+
+@pytest.mark.pty
+def test_a_clarify_question_is_answered_on_the_input_line(provider, chat):
+    ask = ScriptedCall("clarify", {"question": "Which colour?", "choices": ["red", "blue"]})
+    answer_with(provider, {"paint": Reply(tool_calls=[ask])})
+    terminal = chat(toolsets="clarify")
+    terminal.send("paint the shed")
+    terminal.expect("? Which colour?")
+    terminal.expect("2. blue")
+    terminal.send("2")
+    terminal.expect("→ blue")
+    terminal.expect("done: ")
+    tool_results = [
+        message["content"]
+        for message in provider.requests[-1].body["messages"]
+        if message["role"] == "tool"
+    ]
+    assert any("blue" in str(content) for content in tool_results), tool_results
+    terminal.assert_clean()
+
+
+@pytest.mark.pty
+def test_a_plugin_that_did_not_load_is_a_notice_before_the_first_message(provider, chat, tmp_path):
+    plugins = tmp_path / "home" / "plugins"
+    plugins.mkdir(parents=True)
+    (plugins / "leaving.py").write_text("import sys\nsys.exit(3)\n")
+    terminal = chat()
+    terminal.expect("it called sys.exit(3)")
     terminal.assert_clean()

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from talaria.cli.main import EXIT_AGENT_FAILURE, EXIT_OK
 
 if TYPE_CHECKING:
+    from talaria.core import TurnResult
     from talaria.testing.script import StepSource
+    from talaria.turn_stream import TurnEvents
 
 ANSWER = (
     "The project has a README and a `src/app.py` whose `main()` returns a greeting. "
@@ -46,13 +48,23 @@ def _project(root: Path) -> None:
     (root / "README.md").write_text("# demo\nA tiny project for the talaria demo.\n")
 
 
+async def _show(turn: TurnEvents) -> TurnResult:
+    """The turn's stream as it comes: each tool as it starts, the answer as it streams."""
+    from talaria.events import TextDelta, ToolStarted
+
+    async for event in turn:
+        if isinstance(event, ToolStarted):
+            print(f"  → {event.name}({_brief(event.arguments)})", flush=True)
+        elif isinstance(event, TextDelta):
+            print(event.text, end="", flush=True)
+    assert turn.result is not None  # the iteration ended without an exception
+    return turn.result
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from talaria.agent import Agent
+    from talaria.background import run_sync
     from talaria.testing import ScriptedProvider
-
-    def show_tool(event: object) -> None:
-        if getattr(event, "phase", "") == "start":
-            print(f"  → {event.name}({_brief(event.arguments)})", flush=True)  # type: ignore[attr-defined]
 
     with tempfile.TemporaryDirectory() as work, ScriptedProvider(_script()) as server:
         root = Path(work)
@@ -65,10 +77,8 @@ def run_demo(args: argparse.Namespace) -> int:
             home=root / ".talaria",
             cwd=root,
             toolsets=["terminal", "file"],
-            tool_progress_callback=show_tool,
-            stream_delta_callback=lambda delta: print(delta, end="", flush=True),
         ) as agent:
-            result = agent.run_conversation(user_message="Look around and add a test.")
+            result = run_sync(_show(agent.events("Look around and add a test.")))
         print()
         written = (root / "test_app.py").exists()
         print(

@@ -5,7 +5,8 @@ while the agent works (so typing queues the next message, /stop interrupts, and 
 clarify questions are answered on the same line). A worker thread runs the turns and the
 session-changing slash commands, one at a time, in the order they were entered. Output goes
 through prompt_toolkit's stdout proxy, which prints above the input line. The UI is a pure
-client of engine events: it never makes loop decisions.
+client of engine events: a turn is read as its `agent.events()` stream (on the process's
+shared loop, where the agent's connections live), and it never makes loop decisions.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import FormattedText
@@ -45,12 +47,16 @@ if TYPE_CHECKING:
     from talaria.cli.render import Renderer
     from talaria.cli.session_setup import ResumePlan
     from talaria.core import Message, TurnResult
+    from talaria.events import Event
     from talaria.tools.base import Tool
+    from talaria.turn_stream import TurnEvents
 
 log = logging.getLogger("talaria.cli")
 
 Job = Callable[[], None]
 _STOP_WORKER = None
+ANSWERS = ("approval", "clarify")
+"""The requests the chat answers on its input line."""
 
 
 class _CtrlC(Exception):
@@ -163,9 +169,7 @@ class Chat:
         kwargs = agent_kwargs(self.args)
         if self._choice is not None:
             kwargs.update(self._choice.agent_kwargs())
-        agent = Agent(session_id=session_id, event_callback=self._on_event, **kwargs)
-        agent.subscribe(self.broker.on_event, answers=("approval", "clarify"))
-        return agent
+        return Agent(session_id=session_id, **kwargs)
 
     def _respond(self, request_id: str, answer: str) -> bool:
         return self.agent.respond(request_id, answer)
@@ -177,8 +181,25 @@ class Chat:
             self.agent.session_id = plan.session_id
         self._resume_notes = plan.notes
 
-    def _on_event(self, event: Any) -> None:
-        self.renderer(event)
+    def _on_event(self, event: Event) -> None:
+        """One engine event: drawn, and a question queued for the input line. A drawing bug
+        is logged: it must not end the turn whose stream it reads."""
+        try:
+            self.renderer(event)
+            self.broker.on_event(event)
+        except Exception:
+            log.exception("showing %s failed", type(event).__name__)
+
+    @contextmanager
+    def _hearing(self) -> Iterator[None]:
+        """Events outside a turn's stream, for a job between turns: a plugin that did not load
+        (assembly), what /compress does. The chat declares that it answers the agent's
+        questions meanwhile, so that assembly offers clarify."""
+        stop = self.agent.subscribe(self._on_event, ANSWERS)
+        try:
+            yield
+        finally:
+            stop()
 
     # ---- the prompt loop (main thread) -------------------------------------------------
 
@@ -325,7 +346,12 @@ class Chat:
             return
         if self.busy:
             self.renderer.note(f"· /{name} runs after the current turn")
-        self._enqueue(lambda: command.handler(self, arg))
+        self._enqueue(lambda: self._between_turns(lambda: command.handler(self, arg)))
+
+    def _between_turns(self, job: Job) -> None:
+        """A slash command on the worker (no turn runs then: it hears the agent directly)."""
+        with self._hearing():
+            job()
 
     def _skill(self, name: str, arg: str) -> bool:
         """`/<skill-name> [request]`: send the skill's instructions and the request as the
@@ -444,7 +470,8 @@ class Chat:
 
         try:
             self._refresh_titles()
-            self.agent.warm_up()
+            with self._hearing():
+                self.agent.warm_up()
         except Exception:
             log.debug("warm-up failed; the first turn will report it", exc_info=True)
 
@@ -461,15 +488,16 @@ class Chat:
 
     def _turn(self, text: str) -> None:
         self.renderer.echo_user(text)
-        self._run_turns(lambda: self.agent.run_conversation(text))
+        self._run_turns(lambda: self.agent.events(text, answers=ANSWERS))
 
     def _queued_turns(self) -> None:
         """Run what waits in the agent's queue (a running turn usually already ran it; each
         message is echoed when its turn starts)."""
         if self.agent.queued_messages:
-            self._run_turns(self.agent.run_queued)
+            self._run_turns(lambda: self.agent.queued_events(answers=ANSWERS))
 
-    def _run_turns(self, turns: Callable[[], TurnResult]) -> None:
+    def _run_turns(self, turns: Callable[[], TurnEvents]) -> None:
+        from talaria.background import run_sync
         from talaria.cli.session_setup import current_setup, record_setup
         from talaria.config import ConfigError
         from talaria.providers.errors import ProviderError
@@ -478,7 +506,7 @@ class Chat:
         self.renderer.begin_turn()
         started = time.monotonic()
         try:
-            result = turns()
+            result = run_sync(self._follow(turns()))
         except (ConfigError, ProviderError, StoreError, ValueError) as exc:
             self.renderer.abort_turn()
             self.renderer.error(getattr(exc, "message", None) or str(exc))
@@ -489,6 +517,12 @@ class Chat:
         overrides = self._choice.agent_kwargs() if self._choice else None
         setup = current_setup(self.args, self.agent.config, overrides)
         record_setup(self.agent.store, result["session_id"], setup)
+
+    async def _follow(self, turn: TurnEvents) -> TurnResult:
+        async for event in turn:
+            self._on_event(event)
+        assert turn.result is not None  # the iteration ended without an exception
+        return turn.result
 
     def _refresh_titles(self) -> None:
         sessions = self.agent.store.list_sessions(limit=50)

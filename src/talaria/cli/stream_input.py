@@ -177,8 +177,6 @@ async def converse(
     one run per message that comes while none runs (queued messages run inside it), each
     `report`ed as it ends; a signal (which calls `on_stop`'s functions) ends the runs. The last
     result; None when no message came."""
-    from talaria.turn_stream import TurnEvents
-
     inbox = Inbox(agent, asyncio.get_running_loop())
     on_stop.append(inbox.stop)
     if first.strip():
@@ -200,7 +198,7 @@ async def converse(
     while not inbox.stopped:
         if agent.queued_messages:  # queued just as the last run ended
             inbox.hold()
-            turn = TurnEvents(agent.arun_queued, agent.subscribe, agent.interrupt)
+            turn = agent.queued_events()
         else:
             message = await inbox.next_message()
             if message is None:
