@@ -60,6 +60,18 @@ class SendsFiles(Person, Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
+class ShowsTyping(Person, Protocol):
+    async def typing(self) -> bool:
+        """The person's client shows the bot typing now."""
+        ...
+
+
+async def until_typing(person: ShowsTyping) -> None:
+    """Until the person's client shows the bot typing."""
+    await _until(person.typing, bool, person.user_id)
+
+
 async def until_shown(person: Person, check: Callable[[list[str]], bool]) -> list[str]:
     """What the person sees once `check` holds for it."""
     return await _until(person.shown, check, person.user_id)
@@ -121,6 +133,10 @@ class MatrixPerson:
     async def shown(self) -> list[str]:
         await self.user.sync()
         return [m.body for m in self.user.messages(self.room, self.bot_id)]
+
+    async def typing(self) -> bool:
+        await self.user.sync()
+        return self.bot_id in self.user.typing.get(self.room, [])
 
     async def files(self) -> list[tuple[str, bytes]]:
         from nio import DownloadResponse
@@ -309,6 +325,9 @@ class XmppPerson:
 
     async def shown(self) -> list[str]:
         return [m.body for m in self.user.received if m.sender.startswith(self.bot_jid)]
+
+    async def typing(self) -> bool:
+        return self.user.states[-1:] == ["composing"]
 
     async def files(self) -> list[tuple[str, bytes]]:
         links = [

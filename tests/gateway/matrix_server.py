@@ -161,6 +161,8 @@ class MatrixUser:
         self.client.user_id = self.user_id
         self.events: list[dict[str, Any]] = []
         """Every room event this user has seen, raw, oldest first."""
+        self.typing: dict[str, list[str]] = {}
+        """Room id -> who the client shows typing there now (`m.typing` ephemeral events)."""
 
     async def __aenter__(self) -> MatrixUser:
         await self.client.sync(timeout=0, full_state=True)
@@ -195,12 +197,15 @@ class MatrixUser:
         await self.client.room_send(room_id, "m.reaction", {"m.relates_to": annotation})
 
     async def sync(self) -> None:
-        from nio import SyncResponse
+        from nio import SyncResponse, TypingNoticeEvent
 
         response = await self.client.sync(timeout=1000)
         assert isinstance(response, SyncResponse), response
         for room_id, room in response.rooms.join.items():
             self.events.extend({**e.source, "room_id": room_id} for e in room.timeline.events)
+            for notice in room.ephemeral:
+                if isinstance(notice, TypingNoticeEvent):
+                    self.typing[room_id] = list(notice.users)
 
     def messages(self, room_id: str | None = None, sender: str | None = None) -> list[Message]:
         """The room's messages as a client shows them: edits applied, reactions attached."""

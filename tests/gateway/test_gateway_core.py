@@ -13,7 +13,7 @@ from helpers import FOREVER
 from talaria.gateway.chat import BUSY_ACKS
 from talaria.gateway.fake import press, user_message
 from talaria.gateway.platform import Attachment, Capabilities, ChatRef
-from talaria.testing import ScriptedProvider, call, calls, text
+from talaria.testing import Fail, ScriptedProvider, call, calls, text
 
 ROOM = ChatRef("fake", "room-1")
 
@@ -185,6 +185,24 @@ async def test_stop_ends_a_running_turn_and_no_reply_follows(tmp_path: Path) -> 
             await gw.platform.deliver(user_message("again"))
             await gw.platform.wait_for(lambda m: m.text == "fresh")
     assert "too late" not in " ".join(gw.texts())
+
+
+@pytest.mark.parametrize("ending", ["answered", "stopped", "failed"])
+async def test_the_typing_indicator_ends_with_the_turn(tmp_path: Path, ending: str) -> None:
+    first = {"answered": text("done"), "stopped": text("never", delay=FOREVER),
+             "failed": Fail(400)}[ending]  # fmt: skip
+    server = ScriptedProvider([first])
+    dm = ChatRef("fake", "dm-alice")
+    with server:
+        async with running_gateway(server, tmp_path) as gw:
+            await gw.platform.deliver(user_message("work"))
+            await gw.until(lambda: (dm, True) in gw.platform.typing_calls)
+            if ending == "stopped":
+                await gw.platform.deliver(user_message("/stop"))
+            chat = gw.gateway.chat("fake", dm)
+            await gw.until(lambda: chat.run is not None and chat.run.done())
+    assert gw.platform.typing_calls[-1] == (dm, False)  # the chat no longer shows it typing
+    assert gw.platform.typing_calls.count((dm, False)) == 1
 
 
 @pytest.mark.parametrize("refusals", [0, 5], ids=["at-once", "through-a-flood-wait"])

@@ -19,8 +19,10 @@ from live_platforms import (
     LiveXmpp,
     Person,
     SendsFiles,
+    ShowsTyping,
     until_files,
     until_shown,
+    until_typing,
 )
 from mail_server import mail_server  # noqa: F401
 from matrix_server import synapse  # noqa: F401
@@ -88,6 +90,24 @@ async def test_a_message_gets_one_answer(live: Live, tmp_path: Path) -> None:
             await alice.say("hi")
             shown = await until_shown(alice, lambda s: "Hello Alice, how can I help?" in s)
     assert shown == ["Hello Alice, how can I help?"]
+    await alice.close()
+
+
+@pytest.mark.parametrize("live", [p for p in PLATFORMS if p.values[0] != "email"], indirect=True)
+async def test_the_bot_is_typing_while_it_works_and_not_after_its_answer(
+    live: Live, tmp_path: Path
+) -> None:
+    bot = live.bot()
+    alice = await live.person("alice", bot)
+    assert isinstance(alice, ShowsTyping)
+    with ScriptedProvider([call("hold", {}), text("Done.")]) as server:
+        async with gateway(server, tmp_path, bot, [alice], agent={"tools": [hold]}):
+            await alice.say("take your time")
+            await until_typing(alice)
+            RELEASE.set()
+            await until_shown(alice, lambda s: "Done." in s)
+            # the notice ending it went out before the answer: the client has it by now
+            assert not await alice.typing()
     await alice.close()
 
 

@@ -6,6 +6,7 @@ HTTP upload service (XEP-0363, Prosody's mod_http_file_share) for files."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import subprocess
 import time
 from collections.abc import Iterator
@@ -121,9 +122,10 @@ class XmppUser:
         self.states: list[str] = []
         self.client.add_event_handler("message", self._on_message)
         self.client.add_event_handler("groupchat_message", self._on_message)
-        self.client.add_event_handler(
-            "chatstate_composing", lambda m: self.states.append("composing")
-        )
+        for state in ("active", "composing", "paused"):
+            self.client.add_event_handler(
+                f"chatstate_{state}", functools.partial(self._state, state)
+            )
 
     async def __aenter__(self) -> XmppUser:
         ready = asyncio.get_running_loop().create_future()
@@ -135,6 +137,9 @@ class XmppUser:
 
     async def __aexit__(self, *_: object) -> None:
         await self.client.disconnect()
+
+    def _state(self, state: str, msg: Any) -> None:
+        self.states.append(state)
 
     def _on_message(self, msg: Any) -> None:
         if not msg["body"]:

@@ -18,7 +18,7 @@ from talaria.gateway import access, files
 from talaria.gateway.delivery import Outbox
 from talaria.gateway.platform import Button, ButtonPress, ChatRef, Inbound, SendsFiles
 from talaria.gateway.settings import BUSY_MODES, PlatformSettings, RoomSettings
-from talaria.gateway.view import ChatUI, TurnView
+from talaria.gateway.view import ChatUI, TurnView, Typing
 from talaria.interaction import asked_by
 from talaria.loop.session import new_session_id
 from talaria.offload import run_blocking
@@ -96,6 +96,7 @@ class ChatSession:
         self.ctx = ctx
         self.chat = chat
         self.ui = ctx.ui(chat)
+        self.typing = Typing(self.ui, TYPING_EVERY_S)
         self.session_id: str | None = None
         self.room = ctx.settings.rooms.get(chat.chat_id, RoomSettings())
         self.agent: Agent | None = None
@@ -310,7 +311,7 @@ class ChatSession:
         self.finishing = False
         self.turn_started.clear()
         view = TurnView(self.ui)
-        typing = asyncio.create_task(self._keep_typing())
+        self.typing.show()
         agent: Agent | None = None
         try:
             agent = await self._agent()
@@ -320,7 +321,7 @@ class ChatSession:
         except Exception as exc:
             await self._failed(exc)
         finally:
-            typing.cancel()
+            await self.typing.end()
             waiting = set(self.waiting.values())
             done = [m for m in self.taken if m not in waiting]
             self.taken = [m for m in self.taken if m in waiting]
@@ -360,17 +361,11 @@ class ChatSession:
             prompt = "\n\n".join([prompt, *self.prompt_notes])
         return agent.events(text, system_message=prompt, answers=ANSWERS)
 
-    async def _keep_typing(self) -> None:
-        if not self.ui.platform.capabilities.typing:
-            return
-        while True:
-            await self.ui.typing()
-            await asyncio.sleep(TYPING_EVERY_S)
-
     async def _on_event(self, event: ev.Event, view: TurnView, generation: int) -> None:
         if isinstance(event, ev.TurnStarted):
             self.finishing = False
             self.turn_started.set()
+            self.typing.show()
             view.reset()
         elif isinstance(event, ev.TurnFinished):
             await self._turn_finished(event, view, generation)
@@ -387,6 +382,7 @@ class ChatSession:
             await view.on_event(event)
 
     async def _turn_finished(self, event: ev.TurnFinished, view: TurnView, generation: int) -> None:
+        await self.typing.end()
         if generation != self.generation or event.exit_reason == "interrupted":
             await view.stopped()
             return

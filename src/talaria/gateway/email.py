@@ -264,7 +264,7 @@ class EmailPlatform:
     ) -> None:
         raise PlatformError("email cannot edit a sent message")
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
         return None
 
     def _submit(self, mail: EmailMessage) -> None:

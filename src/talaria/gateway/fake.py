@@ -53,7 +53,8 @@ class FakePlatform:
         self.messages: list[FakeMessage] = []
         self.acked: list[Update] = []
         """Updates whose sink call returned (what a real adapter would acknowledge)."""
-        self.typing_calls: list[ChatRef] = []
+        self.typing_calls: list[tuple[ChatRef, bool]] = []
+        """Each `typing` call: the chat, and whether the bot was shown typing or no longer."""
         self.refused = 0
         """Sends refused with `RateLimited` so far."""
         self._flood: list[float] = []
@@ -102,8 +103,8 @@ class FakePlatform:
         message.text, message.buttons = text, tuple(buttons)
         await self._notify()
 
-    async def typing(self, chat: ChatRef) -> None:
-        self.typing_calls.append(chat)
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
+        self.typing_calls.append((chat, active))
 
     # ---- the test's side ------------------------------------------------------------------
 

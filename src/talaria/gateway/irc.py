@@ -261,7 +261,7 @@ class IrcPlatform:
     ) -> None:
         raise PlatformError("IRC messages cannot be edited (can_edit is False)")
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
         """IRC has no typing indicator."""
 
 

@@ -329,9 +329,9 @@ class MatrixPlatform:
         elif not buttons:
             self._questions.pop(message_id, None)  # withdrawn or answered: no more presses
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
         with contextlib.suppress(Exception):  # a lost typing notice is not worth an error
-            await self._client.room_typing(chat.chat_id, True, timeout=10000)
+            await self._client.room_typing(chat.chat_id, active, timeout=10000)
 
     async def _room_send(self, room_id: str, kind: str, content: dict[str, Any], key: str) -> str:
         txn = hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -126,7 +126,8 @@ class Capabilities:
     buttons: bool = False
     """Messages can carry buttons (`send(..., buttons=...)`) that come back as presses."""
     typing: bool = False
-    """The platform shows a typing indicator (`typing` is called every few seconds)."""
+    """The platform shows a typing indicator (`typing` is called every few seconds while a
+    turn runs, and once with `active=False` when it ends)."""
     threads: bool = False
     """Messages can go into a thread (`ChatRef.thread_id`)."""
     dedupes_sends: bool = False
@@ -186,8 +187,9 @@ class Platform(Protocol):
         """Replace the text (and buttons) of one of the bot's messages (`can_edit` only)."""
         ...
 
-    async def typing(self, chat: ChatRef) -> None:
-        """Show that the bot is working (`typing` only; a no-op elsewhere)."""
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
+        """Show that the bot is working, or (`active=False`, once the turn ended) that it
+        no longer is (`typing` only; a no-op elsewhere)."""
         ...
 
 

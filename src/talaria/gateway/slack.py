@@ -188,7 +188,7 @@ class SlackPlatform:
                 channel=chat.chat_id, ts=message_id, text=text, blocks=_blocks(text, buttons)
             )
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
         """Slack shows no typing indicator for bots."""
 
 

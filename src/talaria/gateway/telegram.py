@@ -238,7 +238,10 @@ class TelegramPlatform:
             )
         return str(sent.message_id)
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
+        """`sendChatAction`; the Bot API has no way to end it: it ends within 5 s by itself."""
+        if not active:
+            return
         with _translated():
             await self.bot.send_chat_action(
                 chat_id=int(chat.chat_id),

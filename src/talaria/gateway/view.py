@@ -6,6 +6,7 @@ preview)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -83,11 +84,43 @@ class ChatUI:
         while len(self.shown) > SHOWN_KEPT:  # only recent messages are edited
             del self.shown[next(iter(self.shown))]
 
-    async def typing(self) -> None:
+    async def typing(self, *, active: bool = True) -> None:
         try:
-            await self.platform.typing(self.chat)
+            await self.platform.typing(self.chat, active=active)
         except Exception as exc:
             log.info("%s: typing indicator failed: %s", self.chat.platform, exc)
+
+
+class Typing:
+    """A chat's typing indicator: shown (renewed every `every` seconds) from `show` until
+    `end`, which turns it off, as a person stops typing and sends: a platform's indicator
+    may otherwise outlast the answer by its whole timeout (Matrix's)."""
+
+    def __init__(self, ui: ChatUI, every: float) -> None:
+        self.ui, self.every = ui, every
+        self._task: asyncio.Task[None] | None = None
+        self._ended = asyncio.Event()
+
+    def show(self) -> None:
+        if self._task is None and self.ui.platform.capabilities.typing:
+            self._ended = asyncio.Event()  # its own: a previous one may still be ending
+            self._task = asyncio.create_task(self._keep(self._ended))
+
+    async def end(self) -> None:
+        """Turn the indicator off and wait (a while) until the platform has it: the answer
+        sent next then arrives after it."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._ended.set()
+            await asyncio.wait([task], timeout=self.every)
+
+    async def _keep(self, ended: asyncio.Event) -> None:
+        # never cancelled mid-request: a late renewal cannot arrive after the notice ending it
+        while not ended.is_set():
+            await self.ui.typing()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), self.every)
+        await self.ui.typing(active=False)
 
 
 @dataclass

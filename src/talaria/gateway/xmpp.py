@@ -258,10 +258,12 @@ class XmppPlatform:
         correction.send()
         await self._confirm()
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, *, active: bool = True) -> None:
+        """`<composing/>` while a turn runs; `<active/>` after it (XEP-0085: the bot is
+        present in the conversation, no longer writing)."""
         if not self._is_room(chat) and self._online.is_set():
             notice = self._client.make_message(mto=chat.chat_id, mtype="chat")
-            notice["chat_state"] = "composing"
+            notice["chat_state"] = "composing" if active else "active"
             notice.send()
 
     async def send_file(
