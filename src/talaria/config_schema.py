@@ -351,6 +351,7 @@ SCHEMA: dict[str, Rule] = {
     ),
     "gateway.edit_interval": seconds(1.0),
     "gateway.compress_at": number(0.85, minimum=0.1, maximum=1.0),
+    "gateway.pairing_code_ttl": seconds(3600),
 }
 
 

@@ -483,3 +483,7 @@ class GatewaySection(Protocol):
     @property
     def compress_at(self) -> float:
         """`gateway.compress_at`: a number from 0.1 to 1; default 0.85."""
+
+    @property
+    def pairing_code_ttl(self) -> float:
+        """`gateway.pairing_code_ttl`: a positive number of seconds; default 3600."""

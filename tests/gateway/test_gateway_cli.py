@@ -10,7 +10,7 @@ from talaria.store.sqlite import SQLiteSessionStore
 
 def test_pair_lets_in_the_user_the_code_was_given_to(tmp_path: Path) -> None:
     with SQLiteSessionStore(tmp_path / "state.db") as store:
-        code = store.ledger_request_pairing("telegram", "42", "Bob", "K7M2Q9XA")
+        code = store.ledger_request_pairing("telegram", "42", "Bob", "K7M2Q9XA", ttl=3600)
     unknown = cli(tmp_path, "gateway", "pair", "NOPE1234")
     assert unknown.returncode == 2 and "no pairing request" in unknown.stderr
     done = cli(tmp_path, "gateway", "pair", code.lower())
@@ -19,6 +19,19 @@ def test_pair_lets_in_the_user_the_code_was_given_to(tmp_path: Path) -> None:
     assert again.returncode == 2 and "used already" in again.stderr
     with SQLiteSessionStore(tmp_path / "state.db") as store:
         assert store.ledger_is_paired("telegram", "42")
+
+
+def test_pair_refuses_an_expired_code_and_the_ttl_is_configurable(tmp_path: Path) -> None:
+    # codes given at the clock's start (1970): long expired for the default hour
+    with SQLiteSessionStore(tmp_path / "state.db", clock=lambda: 0.0) as store:
+        old = store.ledger_request_pairing("telegram", "42", "Bob", "K7M2Q9XA", ttl=3600)
+        kept = store.ledger_request_pairing("telegram", "43", "Eve", "P3RQ7W2Z", ttl=3600)
+    expired = cli(tmp_path, "gateway", "pair", old)
+    assert expired.returncode == 2
+    assert "expired; ask the user to write again" in expired.stderr
+    (tmp_path / "config.yaml").write_text("gateway:\n  pairing_code_ttl: 1.0e+12\n")
+    done = cli(tmp_path, "gateway", "pair", kept)
+    assert done.returncode == 0 and "paired 43 on telegram" in done.stdout
 
 
 def test_without_platforms_or_with_an_unknown_one_the_gateway_refuses_to_start(

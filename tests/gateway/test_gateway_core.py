@@ -11,8 +11,10 @@ import pytest
 from gateway_support import Gate, running_gateway
 from helpers import FOREVER
 from talaria.gateway.chat import BUSY_ACKS
+from talaria.gateway.core import PAIRING_CODE_TTL_S
 from talaria.gateway.fake import press, user_message
 from talaria.gateway.platform import Attachment, Capabilities, ChatRef
+from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import Fail, ScriptedProvider, call, calls, text
 
 ROOM = ChatRef("fake", "room-1")
@@ -73,9 +75,28 @@ async def test_a_stranger_reaches_no_model_and_a_paired_one_does(tmp_path: Path)
             code_message = await gw.platform.wait_for(lambda m: "gateway pair" in m.text)
             assert server.requests == [] and len(gw.platform.messages) == 1
             code = code_message.text.rsplit(" ", 1)[-1]
-            assert gw.store.ledger_approve_pairing(code) == ("fake", "mallory")
+            assert gw.store.ledger_approve_pairing(code, ttl=3600) == ("fake", "mallory")
             await gw.platform.deliver(user_message("now?", sender="mallory"))
             await gw.platform.wait_for(lambda m: m.text == "Welcome, Mallory.")
+
+
+async def test_an_expired_pairing_code_is_replaced_at_the_strangers_next_message(
+    tmp_path: Path,
+) -> None:
+    now = [1_000_000.0]
+    store = SQLiteSessionStore(tmp_path / "state.db", clock=lambda: now[0])
+    with ScriptedProvider([]) as server:
+        async with running_gateway(server, tmp_path, store=store) as gw:
+            await gw.platform.deliver(user_message("let me in", sender="mallory"))
+            first = await gw.platform.wait_for(lambda m: "gateway pair" in m.text)
+            now[0] += PAIRING_CODE_TTL_S
+            await gw.platform.deliver(user_message("hello again", sender="mallory"))
+            await gw.until(lambda: len(gw.platform.messages) == 2)
+    old, fresh = (m.text.rsplit(" ", 1)[-1] for m in gw.platform.messages)
+    assert old != fresh and first.text.endswith(old)
+    assert store.ledger_approve_pairing(old, ttl=PAIRING_CODE_TTL_S) is None  # replaced
+    assert store.ledger_approve_pairing(fresh, ttl=PAIRING_CODE_TTL_S) == ("fake", "mallory")
+    assert server.requests == []
 
 
 async def test_without_pairing_a_stranger_gets_nothing_at_all(tmp_path: Path) -> None:

@@ -160,7 +160,8 @@ async def test_a_stranger_reaches_no_model_until_paired(live: Live, tmp_path: Pa
             shown = await until_shown(mallory, lambda s: any("gateway pair" in m for m in s))
             assert len(shown) == 1 and server.requests == []
             code = shown[0].rsplit(" ", 1)[-1].strip(".`")
-            assert gw.store.ledger_approve_pairing(code) == (live.kind, mallory.user_id)
+            approved = gw.store.ledger_approve_pairing(code, ttl=3600)
+            assert approved == (live.kind, mallory.user_id)
             await mallory.say("now?")
             await until_shown(mallory, lambda s: "Welcome." in s)
     assert len(server.requests) == 1

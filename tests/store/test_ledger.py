@@ -7,19 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from talaria.store.ledger import LEDGER_FILES, DeliveryLedger, OutboundPart
+from talaria.store.ledger import LEDGER_FILES, DeliveryLedger, OutboundPart, PairingExpired
 from talaria.store.sqlite import SQLiteSessionStore
+
+HOUR = 3600.0
+NOW = [1_000_000.0]
+"""The ledger's clock: a test moves it on (`NOW[0] += ...`) instead of waiting."""
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DeliveryLedger]:
+    NOW[0] = 1_000_000.0
     if request.param == "sqlite":
-        with SQLiteSessionStore(tmp_path / "state.db") as store:
+        with SQLiteSessionStore(tmp_path / "state.db", clock=lambda: NOW[0]) as store:
             yield store
         return
     from talaria.store.postgres import PostgresSessionStore
 
-    with PostgresSessionStore(request.getfixturevalue("pg_clean_url")) as pg:
+    with PostgresSessionStore(request.getfixturevalue("pg_clean_url"), clock=lambda: NOW[0]) as pg:
         yield pg
 
 
@@ -71,16 +76,36 @@ def test_chats_keep_their_session_and_settings(ledger: DeliveryLedger) -> None:
 def test_pairing_gives_one_code_per_user_until_the_owner_approves_it(
     ledger: DeliveryLedger,
 ) -> None:
-    code = ledger.ledger_request_pairing("tg", "u9", "Mallory", "ABC123")
+    code = ledger.ledger_request_pairing("tg", "u9", "Mallory", "ABC123", ttl=HOUR)
     assert code == "ABC123"
-    assert ledger.ledger_request_pairing("tg", "u9", "Mallory", "ZZZ999") == "ABC123"
+    assert ledger.ledger_request_pairing("tg", "u9", "Mallory", "ZZZ999", ttl=HOUR) == "ABC123"
     assert not ledger.ledger_is_paired("tg", "u9")
-    assert ledger.ledger_approve_pairing("NOPE00") is None
-    assert ledger.ledger_approve_pairing("ABC123") == ("tg", "u9")
+    assert ledger.ledger_approve_pairing("NOPE00", ttl=HOUR) is None
+    assert ledger.ledger_approve_pairing("ABC123", ttl=HOUR) == ("tg", "u9")
     assert ledger.ledger_is_paired("tg", "u9")
-    assert ledger.ledger_approve_pairing("ABC123") is None  # a code is used up once approved
+    # a code is used up once approved
+    assert ledger.ledger_approve_pairing("ABC123", ttl=HOUR) is None
     assert ledger.ledger_is_paired("tg", "u9")
     assert not ledger.ledger_is_paired("slack", "u9")
+
+
+def test_a_pairing_code_expires_and_the_next_request_gets_a_fresh_one(
+    ledger: DeliveryLedger,
+) -> None:
+    assert ledger.ledger_request_pairing("tg", "u9", "Mallory", "ABC123", ttl=HOUR) == "ABC123"
+    NOW[0] += HOUR - 1
+    assert ledger.ledger_request_pairing("tg", "u9", "Mallory", "ZZZ999", ttl=HOUR) == "ABC123"
+    NOW[0] += 1
+    with pytest.raises(PairingExpired):
+        ledger.ledger_approve_pairing("ABC123", ttl=HOUR)
+    assert not ledger.ledger_is_paired("tg", "u9")
+    assert ledger.ledger_request_pairing("tg", "u9", "Mallory", "ZZZ999", ttl=HOUR) == "ZZZ999"
+    assert ledger.ledger_approve_pairing("ABC123", ttl=HOUR) is None  # replaced: unknown now
+    NOW[0] += HOUR - 1
+    assert ledger.ledger_approve_pairing("ZZZ999", ttl=HOUR) == ("tg", "u9")
+    NOW[0] += 100 * HOUR
+    assert ledger.ledger_is_paired("tg", "u9")  # the code expires, not the pairing
+    assert ledger.ledger_request_pairing("tg", "u9", "Mallory", "NEW111", ttl=HOUR) == "ZZZ999"
 
 
 def test_a_file_sent_back_keeps_its_path_until_it_is_sent(ledger: DeliveryLedger) -> None:

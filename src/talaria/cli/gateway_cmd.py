@@ -52,14 +52,19 @@ def run_gateway_command(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     try:
         if args.action == "pair":
-            return _pair(store, args.code)
+            return _pair(store, args.code, float(config.gateway.pairing_code_ttl))
         return _serve(args, config, store)
     finally:
         store.close()
 
 
-def _pair(store: Any, code: str) -> int:
-    found = store.ledger_approve_pairing(code.strip().upper())
+def _pair(store: Any, code: str, ttl: float) -> int:
+    from talaria.store.ledger import PairingExpired
+
+    try:
+        found = store.ledger_approve_pairing(code.strip().upper(), ttl=ttl)
+    except PairingExpired:
+        return _fail(f"the code {code!r} expired; ask the user to write again for a new one")
     if found is None:
         return _fail(f"no pairing request has the code {code!r} (unknown, or used already)")
     platform, user = found
@@ -83,6 +88,7 @@ def _serve(args: argparse.Namespace, config: Config, store: Any) -> int:
         _agent_factory(args, store),
         edit_interval=float(config.gateway.edit_interval),
         compress_at=float(config.gateway.compress_at),
+        pairing_code_ttl=float(config.gateway.pairing_code_ttl),
     )
     _log_to_stderr()
     asyncio.run(_run_until_stopped(gateway, [s.name for s in chosen]))

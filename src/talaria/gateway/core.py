@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from talaria.config_schema import SCHEMA
 from talaria.gateway import access
 from talaria.gateway.chat import AgentFactory, ChatSession, GatewayContext, GatewayStore
 from talaria.gateway.delivery import Outbox
@@ -36,6 +37,8 @@ from talaria.gateway.view import ChatUI
 from talaria.offload import run_blocking
 
 log = logging.getLogger("talaria.gateway")
+PAIRING_CODE_TTL_S = float(SCHEMA["gateway.pairing_code_ttl"].default)
+"""How long a pairing code is good for, unless the configuration says otherwise."""
 
 
 def load_platform(settings: PlatformSettings) -> Platform:
@@ -104,9 +107,11 @@ class Gateway:
         *,
         edit_interval: float = 1.0,
         compress_at: float = 0.85,
+        pairing_code_ttl: float = PAIRING_CODE_TTL_S,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.store = store
+        self.pairing_code_ttl = pairing_code_ttl
         self.connected: dict[str, Connected] = {}
         for settings, platform in platforms:
 
@@ -189,6 +194,7 @@ class Gateway:
                 message.sender_id,
                 message.sender_name,
                 access.new_code(),
+                ttl=self.pairing_code_ttl,
             )
             chat = self.chat(name, message.chat)
             await chat.say(access.pairing_text(code), f"pair:{name}:{message.message_id}")

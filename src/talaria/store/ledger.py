@@ -7,7 +7,8 @@ on, so `talaria gateway` writes down, in the same database as the sessions:
 - every answer before it is sent (`pending`), marked `sent` with the platform's message id
   once the platform confirms, so a restart sends what is pending, once;
 - which session each chat is (`/new` and `/resume` change it), with its per-room settings;
-- DM pairing requests and the users the owner paired (`talaria gateway pair CODE`).
+- DM pairing requests and the users the owner paired (`talaria gateway pair CODE`); a code
+  is good for `gateway.pairing_code_ttl` seconds from when it was given.
 The statements are plain SQL that both backends run as they are.
 """
 
@@ -53,6 +54,11 @@ _OUTBOUND = (
 )
 
 
+class PairingExpired(LookupError):
+    """The pairing code was given longer ago than it is good for: the user gets a new one
+    with their next message."""
+
+
 @runtime_checkable
 class DeliveryLedger(Protocol):
     """What the gateway needs from the store (the SQL stores have it)."""
@@ -86,10 +92,10 @@ class DeliveryLedger(Protocol):
     ) -> None: ...
 
     def ledger_request_pairing(
-        self, platform: str, user_id: str, user_name: str, code: str
+        self, platform: str, user_id: str, user_name: str, code: str, *, ttl: float
     ) -> str: ...
 
-    def ledger_approve_pairing(self, code: str) -> tuple[str, str] | None: ...
+    def ledger_approve_pairing(self, code: str, *, ttl: float) -> tuple[str, str] | None: ...
 
     def ledger_is_paired(self, platform: str, user_id: str) -> bool: ...
 
@@ -225,35 +231,58 @@ class SqlLedger:
 
     # -- pairing ------------------------------------------------------------------------
 
-    def ledger_request_pairing(self, platform: str, user_id: str, user_name: str, code: str) -> str:
-        """The user's pending code (`code` unless they were given one already)."""
-        self._change(
-            "INSERT INTO gateway_pairing (platform, user_id, user_name, code, approved_at, "
-            "created_at) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
-            (platform, user_id, user_name, code, self._clock()),
-        )
-        row = self._one(
-            "SELECT code FROM gateway_pairing WHERE platform = ? AND user_id = ?",
-            (platform, user_id),
-        )
-        return str(row["code"])
+    def ledger_request_pairing(
+        self, platform: str, user_id: str, user_name: str, code: str, *, ttl: float
+    ) -> str:
+        """The user's pending code: `code` unless they were given one already less than
+        `ttl` seconds ago (an expired one is replaced)."""
+        now = self._clock()
 
-    def ledger_approve_pairing(self, code: str) -> tuple[str, str] | None:
+        def work(conn: Conn) -> str:
+            self._run(
+                conn,
+                "DELETE FROM gateway_pairing WHERE platform = ? AND user_id = ? "
+                "AND approved_at IS NULL AND created_at <= ?",
+                (platform, user_id, now - ttl),
+            )
+            self._run(
+                conn,
+                "INSERT INTO gateway_pairing (platform, user_id, user_name, code, approved_at, "
+                "created_at) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
+                (platform, user_id, user_name, code, now),
+            )
+            row = self._run(
+                conn,
+                "SELECT code FROM gateway_pairing WHERE platform = ? AND user_id = ?",
+                (platform, user_id),
+            ).fetchone()
+            return str(row["code"])
+
+        return self._write(work)
+
+    def ledger_approve_pairing(self, code: str, *, ttl: float) -> tuple[str, str] | None:
         """Pair the user `code` was given to: (platform, user id); None for an unknown code or
-        one approved already (a code lets in one user once: approving uses it up)."""
+        one approved already (a code lets in one user once: approving uses it up). Raises
+        `PairingExpired` for a code given `ttl` seconds ago or more."""
+        now = self._clock()
 
         def work(conn: Conn) -> tuple[str, str] | None:
             taken = self._run(
                 conn,
-                "UPDATE gateway_pairing SET approved_at = ? WHERE code = ? AND approved_at IS NULL",
-                (self._clock(), code),
+                "UPDATE gateway_pairing SET approved_at = ? "
+                "WHERE code = ? AND approved_at IS NULL AND created_at > ?",
+                (now, code, now - ttl),
             )
-            if taken.rowcount != 1:  # the same statement decides for two approvals at once
-                return None
             row = self._run(
-                conn, "SELECT platform, user_id FROM gateway_pairing WHERE code = ?", (code,)
+                conn,
+                "SELECT platform, user_id, approved_at FROM gateway_pairing WHERE code = ?",
+                (code,),
             ).fetchone()
-            return str(row["platform"]), str(row["user_id"])
+            if taken.rowcount == 1:  # the same statement decides for two approvals at once
+                return str(row["platform"]), str(row["user_id"])
+            if row is not None and row["approved_at"] is None:
+                raise PairingExpired(code)
+            return None
 
         return self._write(work)
 
