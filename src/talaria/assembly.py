@@ -116,7 +116,10 @@ def assemble_runtime(agent: Agent, interrupt: InterruptSignal | None = None) -> 
     runtime = Runtime(
         config=config,
         caller=ModelCaller(
-            chain, agent.sink, CallerSettings.from_config(config.get), credentials=credentials
+            chain,
+            agent.sink,
+            CallerSettings.from_config(config.model, config.retry),
+            credentials=credentials,
         ),
         tools=tools,
         executor=executor,

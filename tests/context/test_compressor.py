@@ -25,7 +25,7 @@ from talaria.messages.validate import history_problems
 from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
 from talaria.providers.factory import resolve_spec
-from talaria.providers.resilience.caller import ModelCaller
+from talaria.providers.resilience.caller import CallerSettings, ModelCaller
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing.script import Fail, Reply, Script, call, text
@@ -57,9 +57,14 @@ class Setup:
             if isinstance(event, SessionContinued):
                 services.follow(event)
 
+        config = Config.load(tmp_path, overrides=settings, env={})
         self.rt = Runtime(
-            config=Config.load(tmp_path, overrides=settings, env={}),
-            caller=ModelCaller(ModelChain([entry]), self.events.append),
+            config=config,
+            caller=ModelCaller(
+                ModelChain([entry]),
+                self.events.append,
+                CallerSettings.from_config(config.model, config.retry),
+            ),
             tools={},
             executor=ToolExecutor({}, hooks, ApprovalState(), None),
             hooks=hooks,

@@ -14,9 +14,10 @@ import pytest
 
 from helpers import FOREVER
 from otlp_collector import Collector
+from talaria.config import Config
 from talaria.durable.client import DurableTurn, connect, start_turn
 from talaria.messages.validate import history_problems
-from talaria.store.factory import open_store
+from talaria.store.factory import configured_store
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import Fail, ScriptedProvider, call, text
 from temporal_cluster import WorkerProcess, turn_across_a_kill, wait_for, worker_home
@@ -148,7 +149,7 @@ async def test_kill_9_during_a_tool_the_next_worker_finishes_with_the_effect_onc
     assert result["completed"] and result["final_response"] == "appended it"
     assert result["messages"][2]["content"] == "already appended"  # rerun, same key, no effect
     assert_valid_history(result)
-    store = open_store(store_url, home)
+    store = configured_store(Config.load(home, overrides={"store.url": store_url}))
     assert store.load_messages(result["session_id"]) == result["messages"]
 
 

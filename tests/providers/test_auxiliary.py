@@ -18,7 +18,7 @@ from talaria.plugins.hooks import HookBus
 from talaria.policy.approval import ApprovalState
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.factory import resolve_spec
-from talaria.providers.resilience.caller import ModelCaller
+from talaria.providers.resilience.caller import CallerSettings, ModelCaller
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.testing.script import Fail, Reply, text
 from talaria.testing.scripted_model import ScriptedModel
@@ -42,9 +42,14 @@ def make_runtime(
     )
     hooks = HookBus()
     events = [] if events is None else events
+    loaded = Config.load(tmp_path, overrides=config or {}, env={})
     return Runtime(
-        config=Config.load(tmp_path, overrides=config or {}, env={}),
-        caller=ModelCaller(ModelChain([entry]), events.append),
+        config=loaded,
+        caller=ModelCaller(
+            ModelChain([entry]),
+            events.append,
+            CallerSettings.from_config(loaded.model, loaded.retry),
+        ),
         tools={},
         executor=ToolExecutor({}, hooks, ApprovalState(), None),
         hooks=hooks,

@@ -4,6 +4,8 @@ the response repair above it (in-process, against `ScriptedModel`: exact timing,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import time
 from pathlib import Path
 
@@ -41,14 +43,14 @@ def test_every_error_kind_has_exactly_one_action() -> None:
 
 
 def test_backoff_grows_exponentially_with_jitter_and_a_cap() -> None:
-    low = RetryPolicy(base_delay=1.0, max_delay=5.0, rng=lambda: 0.0)
-    high = RetryPolicy(base_delay=1.0, max_delay=5.0, rng=lambda: 0.999999)
+    low = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=5.0, rng=lambda: 0.0)
+    high = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=5.0, rng=lambda: 0.999999)
     assert [low.backoff(n) for n in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 2.5, 2.5]
     assert [round(high.backoff(n), 3) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 5.0]
 
 
 def test_retry_after_is_used_as_is_until_it_exceeds_the_cap() -> None:
-    policy = RetryPolicy(base_delay=1.0, max_delay=30.0, rng=lambda: 0.5)
+    policy = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=30.0, rng=lambda: 0.5)
     assert policy.delay(1, 12.0) == 12.0
     assert policy.delay(1, 0.0) == 0.0
     assert policy.delay(1, 31.0) is None, "longer than max_delay: fall back instead of waiting"
@@ -58,8 +60,21 @@ def test_retry_after_is_used_as_is_until_it_exceeds_the_cap() -> None:
 def test_policy_reads_the_retry_config_keys(tmp_path: Path) -> None:
     values = {"retry.max_attempts": 5, "retry.base_delay": 0.25, "retry.max_delay": 4}
     config = Config.load(tmp_path, overrides=values, env={})
-    policy = RetryPolicy.from_config(config.get)
+    policy = RetryPolicy.from_config(config.retry)
     assert (policy.max_attempts, policy.base_delay, policy.max_delay) == (5, 0.25, 4.0)
+
+
+def test_caller_settings_are_the_schema_defaults_unless_set(tmp_path: Path) -> None:
+    default = Config.load(tmp_path, env={})
+    settings = CallerSettings.from_config(default.model, default.retry)
+    assert (settings.first_byte_timeout, settings.idle_timeout) == (120.0, 90.0)
+    assert (settings.total_timeout, settings.retry.max_attempts) == (600.0, 3)
+    values = {"model.first_byte_timeout": 0, "model.total_timeout": 30, "retry.max_delay": 2}
+    configured = Config.load(tmp_path, overrides=values, env={})
+    settings = CallerSettings.from_config(configured.model, configured.retry)
+    assert settings.first_byte_timeout == math.inf, "0 turns the limit off"
+    assert (settings.idle_timeout, settings.total_timeout) == (90.0, 30.0)
+    assert settings.retry.max_delay == 2.0
 
 
 def make_caller(
@@ -72,7 +87,8 @@ def make_caller(
     )
     chain = ModelChain([ChainEntry(spec=None, fixed_client=model) for model in models])
     sink = events if events is not None else []
-    return ModelCaller(chain, sink.append, CallerSettings(retry=retry, **settings))
+    limits = CallerSettings.from_config(Config().model, Config().retry)
+    return ModelCaller(chain, sink.append, dataclasses.replace(limits, retry=retry, **settings))
 
 
 def scripted(*steps: Step, model: str = "primary") -> ScriptedModel:

@@ -17,7 +17,8 @@ from acp.schema import AgentMessageChunk
 
 from acp_editor import Editor, agent_env, connected, talaria_cli
 from server_helpers import ServeProcess, read_events
-from talaria.store.factory import open_store
+from talaria.config import Config
+from talaria.store.factory import configured_store
 from talaria.testing import ScriptedProvider, text
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,7 +37,7 @@ def model(provider: ScriptedProvider) -> list[str]:
 
 def stored(url: str, home: Path) -> dict[str, list[dict[str, Any]]]:
     """Every session in the PostgreSQL store, with its messages."""
-    store = open_store(url, home)
+    store = configured_store(Config.load(home, overrides={"store.url": url}))
     try:
         return {info.id: store.load_messages(info.id) for info in store.list_sessions(limit=100)}
     finally:

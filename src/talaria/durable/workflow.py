@@ -60,7 +60,6 @@ with workflow.unsafe.imports_passed_through():
     from talaria.plugins.hooks import HookBus
     from talaria.providers.resilience.caller import CallerSettings, ModelCaller
     from talaria.providers.resilience.chain import ChainEntry, ModelChain
-    from talaria.providers.resilience.retry import RetryPolicy
     from talaria.store.base import StoreError
 
 
@@ -208,8 +207,13 @@ class TurnWorkflow:
             ChainEntry(spec=None, fixed_client=ActivityModelClient(scope, index, entry))
             for index, entry in enumerate(setup.chain)
         ]
-        retry = dataclasses.replace(RetryPolicy.from_config(config.get), rng=_workflow_random)
-        settings = CallerSettings(retry=retry, first_byte_timeout=math.inf, idle_timeout=math.inf)
+        configured = CallerSettings.from_config(config.model, config.retry)
+        settings = dataclasses.replace(
+            configured,
+            retry=dataclasses.replace(configured.retry, rng=_workflow_random),
+            first_byte_timeout=math.inf,
+            idle_timeout=math.inf,
+        )
         tools = tool_stubs(setup.tools)
         return Runtime(
             config=config,

@@ -8,34 +8,40 @@ Every command and front end that reads or writes sessions (the agent, `serve`, `
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from talaria.store.base import SessionStore, StoreError
 
+if TYPE_CHECKING:
+    from talaria.config_types import StoreSection
+
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_SCHEME = "sqlite:///"
-DEFAULT_LOCK_TIMEOUT = 10.0
-"""Seconds a SQLite operation waits for another process's lock (`store.lock_timeout`)."""
 
 
 class StoreSettings(Protocol):
-    """What `configured_store` reads: a loaded `talaria.config.Config` is one."""
+    """What `configured_store` reads: a loaded `talaria.config.Config` is one (the store
+    cannot import the configuration; the `store.*` defaults live in its schema)."""
 
     @property
     def home(self) -> Path: ...
 
-    def get(self, dotted: str, default: Any = None) -> Any: ...
+    @property
+    def store(self) -> StoreSection: ...
 
 
 def configured_store(settings: StoreSettings) -> SessionStore:
     """The store these settings name (`store.url`, else `<home>/state.db`)."""
-    return open_store(settings.get("store.url"), settings.home, settings.get("store"))
+    store = settings.store
+    return open_store(
+        store.url, settings.home, pool_size=store.pool_size, lock_timeout=store.lock_timeout
+    )
 
 
 def existing_store(settings: StoreSettings) -> SessionStore | None:
     """`configured_store`, or None when it is a SQLite file that does not exist yet: a
     command that only reads sessions must not create the database."""
-    path = sqlite_path(settings.get("store.url"), settings.home)
+    path = sqlite_path(settings.store.url, settings.home)
     if path is not None and not path.exists():
         return None
     return configured_store(settings)
@@ -51,10 +57,10 @@ def check_writable(store: SessionStore) -> None:
 
 def store_location(settings: StoreSettings) -> str:
     """Where the sessions are, for messages: the SQLite file, or the URL without credentials."""
-    path = sqlite_path(settings.get("store.url"), settings.home)
+    path = sqlite_path(settings.store.url, settings.home)
     if path is not None:
         return str(path)
-    url = str(settings.get("store.url"))
+    url = str(settings.store.url)
     scheme, _, rest = url.partition("://")
     return f"{scheme}://{rest.rpartition('@')[2]}"
 
@@ -68,10 +74,11 @@ def sqlite_path(url: str | None, home: Path) -> Path | None:
     return None
 
 
-def open_store(url: str | None, home: Path, options: dict[str, Any] | None = None) -> SessionStore:
-    """`postgresql://...` opens the PostgreSQL store (one pool per process and URL); None or
-    `sqlite:///path` opens a SQLite file (default `<home>/state.db`), one connection per
-    process and file."""
+def open_store(url: str | None, home: Path, *, pool_size: int, lock_timeout: float) -> SessionStore:
+    """`postgresql://...` opens the PostgreSQL store (one pool of `pool_size` connections per
+    process and URL); None or `sqlite:///path` opens a SQLite file (default
+    `<home>/state.db`), one connection per process and file, whose operations wait up to
+    `lock_timeout` seconds for another process's lock."""
     if url and url.startswith(POSTGRES_SCHEMES):
         try:
             from talaria.store.postgres import PostgresSessionStore
@@ -80,7 +87,7 @@ def open_store(url: str | None, home: Path, options: dict[str, Any] | None = Non
                 f"store.url is a PostgreSQL URL but its driver is missing ({exc.name}); "
                 "install talaria[postgres]"
             ) from None
-        return PostgresSessionStore(url, pool_size=int((options or {}).get("pool_size", 10)))
+        return PostgresSessionStore(url, pool_size=int(pool_size))
     from talaria.store.sqlite import SQLiteSessionStore
 
     path = sqlite_path(url, home)
@@ -89,5 +96,5 @@ def open_store(url: str | None, home: Path, options: dict[str, Any] | None = Non
             f"store.url {str(url).split('@')[-1]!r} is not supported: use postgresql://... "
             "or sqlite:///path (default: the home's state.db)"
         )
-    lock_timeout = float((options or {}).get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
-    return SQLiteSessionStore.shared(path, lock_timeout=lock_timeout)  # it makes the directory
+    # it makes the directory
+    return SQLiteSessionStore.shared(path, lock_timeout=float(lock_timeout))

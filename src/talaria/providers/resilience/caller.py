@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from talaria.core import ModelClient, ModelRequest, ModelResponse, StreamHandler, Usage
 from talaria.core.telemetry import NO_TELEMETRY, Scope, Telemetry
@@ -24,7 +24,7 @@ from talaria.interrupt import InterruptSignal
 from talaria.providers.errors import ErrorKind, ProviderError
 from talaria.providers.resilience.chain import ChainEntry, ModelChain
 from talaria.providers.resilience.credentials import CredentialSource
-from talaria.providers.resilience.retry import Action, RetryPolicy, action_for
+from talaria.providers.resilience.retry import Action, RetryPolicy, RetrySettings, action_for
 
 
 @dataclass
@@ -40,34 +40,48 @@ class CallResult:
     is the last answer's own count: the size of the context it saw)."""
 
 
+class ModelTimeouts(Protocol):
+    """The ``model.*`` time limits, as `config.model` answers them (see `RetrySettings`)."""
+
+    @property
+    def first_byte_timeout(self) -> float: ...
+
+    @property
+    def stream_idle_timeout(self) -> float: ...
+
+    @property
+    def total_timeout(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class CallerSettings:
-    """How long a model call may take and how it is retried."""
+    """How long a model call may take and how it is retried: the settings `from_config`
+    reads, whose defaults live in the schema (providers cannot import the configuration: the
+    layer that can builds these and hands them down)."""
 
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    first_byte_timeout: float = 120.0
+    retry: RetryPolicy
+    first_byte_timeout: float
     """Seconds a stream may take to deliver its first delta (math.inf: no limit)."""
-    idle_timeout: float = 90.0
+    idle_timeout: float
     """Seconds a started stream may stay silent (math.inf: no limit)."""
-    total_timeout: float = 600.0
+    total_timeout: float
     """Seconds one model call may take in all, however steadily it streams."""
 
     @classmethod
-    def from_config(cls, get: Callable[[str], Any]) -> CallerSettings:
+    def from_config(cls, model: ModelTimeouts, retry: RetrySettings) -> CallerSettings:
         """Settings from ``retry.*``, ``model.first_byte_timeout``,
         ``model.stream_idle_timeout`` (0 or a negative value turns those off) and
-        ``model.total_timeout``."""
+        ``model.total_timeout`` (`config.model`, `config.retry`)."""
         return cls(
-            retry=RetryPolicy.from_config(get),
-            first_byte_timeout=_limit(get("model.first_byte_timeout")),
-            idle_timeout=_limit(get("model.stream_idle_timeout")),
-            total_timeout=_limit(get("model.total_timeout")),
+            retry=RetryPolicy.from_config(retry),
+            first_byte_timeout=_limit(model.first_byte_timeout),
+            idle_timeout=_limit(model.stream_idle_timeout),
+            total_timeout=_limit(model.total_timeout),
         )
 
 
-def _limit(value: Any) -> float:
-    seconds = float(value) if value is not None else 0.0
-    return seconds if seconds > 0 else math.inf
+def _limit(seconds: float) -> float:
+    return float(seconds) if seconds > 0 else math.inf
 
 
 class _Next(Enum):
@@ -81,13 +95,13 @@ class ModelCaller:
         self,
         chain: ModelChain,
         emit: EventSink,
-        settings: CallerSettings | None = None,
+        settings: CallerSettings,
         *,
         credentials: Sequence[CredentialSource | None] = (),
     ) -> None:
         self.chain = chain
         self.emit = emit
-        self.settings = settings or CallerSettings()
+        self.settings = settings
         self._credentials = {
             id(entry): source
             for entry, source in zip(chain.entries, credentials, strict=False)

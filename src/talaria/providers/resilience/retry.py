@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Protocol
 
 from talaria.providers.errors import ErrorKind
 
@@ -59,25 +59,41 @@ def _random() -> float:
     return random.random()
 
 
+class RetrySettings(Protocol):
+    """The ``retry.*`` settings, as `config.retry` answers them (defaults included): the
+    configuration imports the providers, so they name what they read instead of importing
+    it."""
+
+    @property
+    def max_attempts(self) -> int: ...
+
+    @property
+    def base_delay(self) -> float: ...
+
+    @property
+    def max_delay(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Jittered exponential backoff, capped, that defers to the server's Retry-After."""
+    """Jittered exponential backoff, capped, that defers to the server's Retry-After. Its
+    numbers are the ``retry.*`` settings (`from_config`): their defaults live in the schema."""
 
-    max_attempts: int = 3
+    max_attempts: int
     """Attempts per provider and call, the first one included."""
-    base_delay: float = 1.0
-    max_delay: float = 30.0
+    base_delay: float
+    max_delay: float
     rng: Callable[[], float] = field(default=_random, compare=False, repr=False)
     """The randomness seam (the seams-not-I/O invariant, docs/architecture.md): a float in [0,
     1)."""
 
     @classmethod
-    def from_config(cls, get: Callable[[str], Any]) -> RetryPolicy:
-        """The policy from the ``retry.*`` keys (``get`` is `Config.get`: defaults included)."""
+    def from_config(cls, retry: RetrySettings) -> RetryPolicy:
+        """The policy from the ``retry.*`` settings (`config.retry`: defaults included)."""
         return cls(
-            max_attempts=max(1, int(get("retry.max_attempts"))),
-            base_delay=max(0.0, float(get("retry.base_delay"))),
-            max_delay=max(0.0, float(get("retry.max_delay"))),
+            max_attempts=max(1, int(retry.max_attempts)),
+            base_delay=max(0.0, float(retry.base_delay)),
+            max_delay=max(0.0, float(retry.max_delay)),
         )
 
     def backoff(self, attempt: int) -> float:
