@@ -1,7 +1,8 @@
 """The interactive chat in a pseudo-terminal: resume with the session's setup, /model away and
 back, /undo and /retry that persist, /clear and /exit, tool output on screen, single-key
 approvals, clarify answered on the input line, markdown in resumed history, usage of an
-interrupted answer, a plugin's load failure shown before the first message."""
+interrupted answer, a plugin's load failure shown before the first message, /compress saying
+where the session continues."""
 
 from __future__ import annotations
 
@@ -184,4 +185,21 @@ def test_a_plugin_that_did_not_load_is_a_notice_before_the_first_message(provide
     (plugins / "leaving.py").write_text("import sys\nsys.exit(3)\n")
     terminal = chat()
     terminal.expect("it called sys.exit(3)")
+    terminal.assert_clean()
+
+
+@pytest.mark.pty
+def test_compress_shows_where_the_session_continues(provider, chat, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("compression:\n  protect_last_n: 2\n")
+    answer_with(provider, {"note": Reply(text="noted.")})
+    terminal = chat()
+    for number in range(4):
+        terminal.send(f"note {number}: the build uses make")
+        terminal.expect("noted.")
+        terminal.settle()
+    terminal.send("/compress")
+    terminal.expect("continuing in session ")
+    terminal.expect("· compressed ")
     terminal.assert_clean()
