@@ -4,11 +4,13 @@ of its own, the model scripted; `kill()` sends SIGKILL (nothing is saved on the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,6 +19,7 @@ from helpers import SRC
 from talaria.testing import ScriptedProvider
 
 STOP_S = 60.0
+CONNECTED = "talaria gateway: connected"
 
 
 class GatewayProcess:
@@ -30,6 +33,7 @@ class GatewayProcess:
     ) -> None:
         self.home, self.server, self.env = home, server, env or {}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
         home.mkdir(parents=True, exist_ok=True)
         config = {"gateway": {"platforms": {platform: settings}}}
         (home / "config.yaml").write_text(json.dumps(config))
@@ -42,6 +46,16 @@ class GatewayProcess:
                    "--api-key", "k", "--toolsets", ""]  # fmt: skip
         with (self.home / "gateway.log").open("a") as log:
             self.proc = subprocess.Popen(command, env=env, cwd=self.home, stderr=log)
+        self.starts += 1
+
+    async def until_connected(self) -> None:
+        """Until the last start has connected its platform (it says so on stderr): a
+        platform that keeps no messages for an absent bot (XMPP) loses those sent before."""
+        deadline = time.monotonic() + STOP_S
+        while self.log().count(CONNECTED) < self.starts:
+            assert self.proc is not None and self.proc.poll() is None, self.log()
+            assert time.monotonic() < deadline, f"the gateway did not connect: {self.log()}"
+            await asyncio.sleep(0.05)
 
     def kill(self) -> None:
         """SIGKILL: no handler runs, no connection is closed politely."""

@@ -98,6 +98,16 @@ def unique(name: str) -> str:
 
 class Live(Protocol):
     kind: str
+    send_port: int
+    """The server's port the bot's answers go out through (where a test puts a proxy)."""
+
+    def bot_settings(self) -> dict[str, Any]:
+        """`gateway.platforms.<kind>` for a fresh bot account."""
+        ...
+
+    def through(self, settings: dict[str, Any], port: int) -> dict[str, Any]:
+        """`settings` with the answers going out through `port` on loopback instead."""
+        ...
 
     def bot(self) -> Platform: ...
 
@@ -168,18 +178,24 @@ class LiveMatrix:
 
     def __init__(self, server: Synapse) -> None:
         self.server = server
+        self.send_port = server.port
 
-    def bot(self) -> Platform:
-        from talaria.gateway.matrix import create
-
+    def bot_settings(self) -> dict[str, Any]:
         name = unique("bot")
-        settings = {
+        return {
             "homeserver": self.server.url,
             "user_id": self.server.user_id(name),
             "access_token": self.server.register(name),
             "sync_timeout_ms": 1000,
         }
-        return create("matrix", settings)
+
+    def through(self, settings: dict[str, Any], port: int) -> dict[str, Any]:
+        return {**settings, "homeserver": f"http://127.0.0.1:{port}"}
+
+    def bot(self) -> Platform:
+        from talaria.gateway.matrix import create
+
+        return create("matrix", self.bot_settings())
 
     def same_bot(self, bot: Platform) -> Platform:
         from talaria.gateway.matrix import MatrixPlatform, create
@@ -232,14 +248,11 @@ class MailPerson:
         await asyncio.to_thread(self.server.send, mail)
 
     async def shown(self) -> list[str]:
-        return [str(m.get_body(("plain",)).get_content()).strip() for m in await self._mails()]
+        return [_text(m) for m in await self._mails()]
 
     async def replies(self) -> list[tuple[str, str]]:
         """The bot's mails as (the Message-ID of the mail each replies to, its text)."""
-        return [
-            (str(m["In-Reply-To"]), str(m.get_body(("plain",)).get_content()).strip())
-            for m in await self._mails()
-        ]
+        return [(str(m["In-Reply-To"]), _text(m)) for m in await self._mails()]
 
     async def files(self) -> list[tuple[str, bytes]]:
         return [
@@ -266,11 +279,23 @@ class MailPerson:
         return None
 
 
+def _text(mail: EmailMessage) -> str:
+    """A mail's text as a mail client shows it (its lines, whatever ended them on the wire)."""
+    return "\n".join(str(mail.get_body(("plain",)).get_content()).strip().splitlines())
+
+
 class LiveMail:
     kind = "email"
 
     def __init__(self, server: MailServer) -> None:
         self.server = server
+        self.send_port = server.smtp_port
+
+    def bot_settings(self) -> dict[str, Any]:
+        return self._settings(self.server.add_user(unique("bot")))
+
+    def through(self, settings: dict[str, Any], port: int) -> dict[str, Any]:
+        return {**settings, "smtp_port": port}
 
     def _settings(self, address: str) -> dict[str, Any]:
         return {
@@ -286,7 +311,7 @@ class LiveMail:
     def bot(self) -> Platform:
         from talaria.gateway.email import create
 
-        return create("email", self._settings(self.server.add_user(unique("bot"))))
+        return create("email", self.bot_settings())
 
     def same_bot(self, bot: Platform) -> Platform:
         from talaria.gateway.email import EmailPlatform, create
@@ -360,12 +385,11 @@ class LiveXmpp:
 
     def __init__(self, server: XmppServer) -> None:
         self.server = server
+        self.send_port = server.port
 
-    def bot(self) -> Platform:
-        from talaria.gateway.xmpp import create
-
+    def bot_settings(self) -> dict[str, Any]:
         jid = f"bot@{DOMAIN}"
-        settings = {
+        return {
             "jid": jid,
             "password": self.server.passwords[jid],
             "host": "127.0.0.1",
@@ -373,7 +397,14 @@ class LiveXmpp:
             "tls": "none",
             "resource": unique("gw"),
         }
-        return create("xmpp", settings)
+
+    def through(self, settings: dict[str, Any], port: int) -> dict[str, Any]:
+        return {**settings, "port": port}
+
+    def bot(self) -> Platform:
+        from talaria.gateway.xmpp import create
+
+        return create("xmpp", self.bot_settings())
 
     def same_bot(self, bot: Platform) -> Platform:
         return self.bot()

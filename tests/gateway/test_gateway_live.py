@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gateway_process import GatewayProcess
 from live_platforms import (
     Live,
     LiveMail,
@@ -26,13 +27,17 @@ from live_platforms import (
 )
 from mail_server import mail_server  # noqa: F401
 from matrix_server import synapse  # noqa: F401
+from tcp_proxy import TcpProxy
 from xmpp_server import xmpp_server  # noqa: F401
 
 from gateway_support import running_gateway
 from helpers import FOREVER
 from talaria import tool
 from talaria.gateway import files
+from talaria.gateway.core import load_platform
+from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.platform import Platform
+from talaria.gateway.settings import platform_settings
 from talaria.store.sqlite import SQLiteSessionStore
 from talaria.testing import ScriptedProvider, call, calls, text
 
@@ -293,4 +298,40 @@ async def test_a_message_delivered_again_gets_one_reply(live: Live, tmp_path: Pa
             shown = await until_shown(alice, lambda s: "and the next" in s)
     assert shown == ["only once", "and the next"]
     assert len(server.requests) == 2
+    await alice.close()
+
+
+async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
+    live: Live, tmp_path: Path
+) -> None:
+    """The answer is recorded, its send is under way and unconfirmed, and the gateway process
+    is killed. Where the platform de-duplicates sends (Matrix's transaction ids) the server
+    takes the send in and only its reply is lost; elsewhere the send never reaches the server
+    (one that did would come again, marked as possibly repeated)."""
+    settings = live.bot_settings()
+    bot = load_platform(platform_settings(live.kind, settings))
+    alice = await live.person("alice", bot)
+    dedupes = bot.capabilities.dedupes_sends
+    answer = "the one answer"
+    server = ScriptedProvider([text(answer)])
+    with server, TcpProxy(live.send_port) as proxy:
+        proxied = {**live.through(settings, proxy.port), "allow_users": [alice.user_id],
+                   "stream": False}  # fmt: skip
+        with GatewayProcess(tmp_path / "home", server, live.kind, proxied) as gateway:
+            await gateway.until_connected()
+            proxy.hold(answer.encode(), reply=dedupes)
+            await alice.say("hi")
+            await proxy.until(lambda: proxy.held)
+            if dedupes:  # the server has it; only its reply never came back
+                await until_shown(alice, lambda s: answer in s)
+            gateway.kill()
+            proxy.hold(b"")
+            gateway.start()
+            await gateway.until_connected()
+            await until_shown(alice, lambda s: any(answer in m for m in s))
+            await alice.say("/help")  # answered after anything still owed
+            shown = await until_shown(alice, lambda s: any("Commands:" in m for m in s))
+    assert [m for m in shown if answer in m] == [answer if dedupes else REPEAT_MARK + answer]
+    assert len(server.requests) == 1  # the model was not asked again
+    assert SQLiteSessionStore(tmp_path / "home" / "state.db").ledger_pending(live.kind) == []
     await alice.close()

@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-from gateway_process import GatewayProcess
 from matrix_server import MatrixUser, Synapse, synapse  # noqa: F401
 from started_adapter import Started
-from tcp_proxy import TcpProxy
 
 from talaria.gateway.matrix import CHOICES, MatrixPlatform, create
 from talaria.gateway.platform import Button, ButtonPress, Inbound
-from talaria.store.sqlite import SQLiteSessionStore
-from talaria.testing import ScriptedProvider, text
 
 pytestmark = pytest.mark.synapse
 
@@ -166,44 +161,3 @@ def vars_of(platform: MatrixPlatform) -> dict[str, object]:
     s = platform.settings
     return {"homeserver": s.homeserver, "user_id": s.user_id, "access_token": s.access_token,
             "device_id": s.device_id, "sync_timeout_ms": s.sync_timeout_ms}  # fmt: skip
-
-
-async def test_kill_9_between_the_answer_and_the_send_delivers_it_once_after_restart(
-    synapse: Synapse,  # noqa: F811
-    alice: MatrixUser,
-    tmp_path: Path,
-) -> None:
-    name = unique("bot")
-    bot_id = synapse.user_id(name)
-    server = ScriptedProvider([text("the one answer")])
-    with server, TcpProxy(synapse.port) as proxy:
-        settings = {"homeserver": f"http://127.0.0.1:{proxy.port}", "user_id": bot_id,
-                    "access_token": synapse.register(name), "sync_timeout_ms": 1000,
-                    "allow_users": [alice.user_id], "stream": False}  # fmt: skip
-        room = await alice.create_room(invite=[bot_id], direct=True)
-        with GatewayProcess(tmp_path / "home", server, "matrix", settings) as gateway:
-            await alice.wait_for(lambda: joined(alice, room, bot_id))
-            # Synapse takes the answer in; its reply to the bot never comes back
-            proxy.hold(b"/send/m.room.message/", reply=True)
-            hi = await alice.say(room, "hi")
-            await proxy.until(lambda: proxy.held)
-            await alice.wait_for(lambda: alice.messages(room, bot_id))
-            gateway.kill()
-            proxy.hold(b"")
-            gateway.start()  # it sends the answer again, under the same transaction id
-            await alice.say(room, "/help")
-            await alice.wait_for(lambda: len(alice.messages(room, bot_id)) == 2)
-    shown = [m.body for m in alice.messages(room, bot_id)]
-    assert shown[0] == "the one answer" and shown[1].startswith("Commands:")  # once, unmarked
-    assert len(server.requests) == 1  # the model was not asked again
-    part = SQLiteSessionStore(tmp_path / "home" / "state.db").ledger_part(f"matrix:{hi}/0")
-    assert part is not None and part.attempts == 2  # sent again after the restart, confirmed
-    assert part.platform_message_id == alice.messages(room, bot_id)[0].event_id  # same event
-
-
-def joined(user: MatrixUser, room: str, member: str) -> bool:
-    return any(
-        e.get("room_id") == room and e.get("type") == "m.room.member"
-        and e.get("state_key") == member and e.get("content", {}).get("membership") == "join"
-        for e in user.events
-    )  # fmt: skip
