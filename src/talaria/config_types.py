@@ -100,12 +100,12 @@ class AgentSection(Protocol):
         """`agent.max_session_cost_usd`: a positive number."""
 
     @property
-    def max_tokens_per_turn(self) -> float | None:
-        """`agent.max_tokens_per_turn`: a positive number."""
+    def max_tokens_per_turn(self) -> int | None:
+        """`agent.max_tokens_per_turn`: a whole number of at least 1."""
 
     @property
-    def max_session_tokens(self) -> float | None:
-        """`agent.max_session_tokens`: a positive number."""
+    def max_session_tokens(self) -> int | None:
+        """`agent.max_session_tokens`: a whole number of at least 1."""
 
 
 class CompressionSection(Protocol):

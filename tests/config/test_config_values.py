@@ -26,6 +26,10 @@ SEEN = [
     ('agent:\n  tool_timeout: "x"\n', 'agent.tool_timeout: found "x", expected a positive number'),
     ("agent:\n  max_tool_workers: 0\n", "agent.max_tool_workers: found 0, expected a whole number"),
     (
+        "agent:\n  max_tokens_per_turn: 1500.5\n",
+        "agent.max_tokens_per_turn: found 1500.5, expected a whole number",
+    ),
+    (
         "model:\n  base_url: http://127.0.0.1:99999/v1\n",
         'model.base_url: found "http://127.0.0.1:99999/v1", expected an http(s) URL with a port',
     ),
@@ -37,6 +41,7 @@ REPAIRS = {
     "fallback_providers": "[]",
     "agent.tool_timeout": "60",
     "agent.max_tool_workers": "4",
+    "agent.max_tokens_per_turn": "100000",
     "model.base_url": None,  # set to the scripted server's URL
 }
 

@@ -52,19 +52,16 @@ class Budgets:
 
     @classmethod
     def from_config(cls, agent: AgentSection) -> Budgets:
-        """The `agent.*` limits (None: no limit); token counts are whole numbers."""
+        """The `agent.*` limits (None: no limit)."""
 
         def number(value: float | None) -> float | None:
             return None if value is None else float(value)
 
-        def count(value: float | None) -> int | None:
-            return None if value is None else int(value)
-
         return cls(
             turn_cost=number(agent.max_cost_usd),
             session_cost=number(agent.max_session_cost_usd),
-            turn_tokens=count(agent.max_tokens_per_turn),
-            session_tokens=count(agent.max_session_tokens),
+            turn_tokens=agent.max_tokens_per_turn,
+            session_tokens=agent.max_session_tokens,
         )
 
     @property
