@@ -15,10 +15,11 @@ from gateway_process import GatewayProcess, killed_while_sending
 
 from gateway_support import TERMINAL, Gate, Harness, removal_asked, running_gateway
 from helpers import FOREVER
+from talaria import events as ev
 from talaria.gateway.delivery import REPEAT_MARK
 from talaria.gateway.platform import ChatRef, NotSent
 from talaria.gateway.telegram import TelegramPlatform
-from talaria.gateway.view import ChatUI
+from talaria.gateway.view import ChatUI, TurnView
 from talaria.testing import ScriptedProvider, call, calls, text
 from telegram_fake import FakeTelegram
 
@@ -80,18 +81,30 @@ async def test_a_flood_wait_on_an_edit_holds_back_the_streamed_preview(tmp_path:
     assert api.texts() == [answer]
 
 
-async def test_live_edits_resume_once_the_flood_wait_has_passed() -> None:
-    now = [0.0]
+@asynccontextmanager
+async def chat_ui(api: FakeTelegram, now: list[float]) -> AsyncIterator[ChatUI]:
+    """Alice's chat's live messages, on a clock the test sets (a wait moves it on)."""
 
     async def ignored(update: Any) -> None:
         pass
 
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    platform = TelegramPlatform("telegram", {"token": "123:TEST", "base_url": api.base_url})
+    await platform.start(ignored)
+    try:
+        chat = ChatRef("telegram", str(ALICE), "")
+        yield ChatUI(platform, chat, clock=lambda: now[0], sleep=sleep)
+    finally:
+        await platform.stop()
+
+
+async def test_live_edits_resume_once_the_flood_wait_has_passed() -> None:
+    now = [0.0]
     with FakeTelegram() as api:
         api.flood_edits = [30]
-        platform = TelegramPlatform("telegram", {"token": "123:TEST", "base_url": api.base_url})
-        await platform.start(ignored)
-        try:
-            ui = ChatUI(platform, ChatRef("telegram", str(ALICE), ""), clock=lambda: now[0])
+        async with chat_ui(api, now) as ui:
             shown = await ui.send("draft")
             assert shown is not None
             await ui.edit(shown, "draft 1")  # refused: retry after 30 s
@@ -100,10 +113,24 @@ async def test_live_edits_resume_once_the_flood_wait_has_passed() -> None:
             await ui.edit(shown, "draft 3")
             now[0] = 30.0
             await ui.edit(shown, "draft 4")
-        finally:
-            await platform.stop()
     assert api.edit_requests == ["draft 1", "draft 4"]
     assert api.texts() == ["draft 4"]
+
+
+async def test_the_last_progress_edit_held_by_a_flood_wait_is_made_once_it_has_passed() -> None:
+    now = [0.0]
+    with FakeTelegram() as api:
+        async with chat_ui(api, now) as ui:
+            view = TurnView(ui)
+            await view.on_event(ev.ToolStarted("c1", "add", {"a": 1, "b": 1}))
+            api.flood_edits = [30]
+            now[0] = 5.0
+            await view.on_event(ev.ToolFinished("c1", "add", "2", False, 0.1))  # refused: 30 s
+            await view.settle()  # the turn ends while edits are held: nothing would overtake it
+            await api.until(lambda: len(api.edit_requests) == 2)
+    assert api.edit_requests == ["✓ add → 2", "✓ add → 2"]
+    assert api.texts() == ["✓ add → 2"]
+    assert now[0] == 35.0  # made once the wait was over, not during it
 
 
 async def test_an_approval_is_answered_with_an_inline_button(tmp_path: Path) -> None:

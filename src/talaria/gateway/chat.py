@@ -462,7 +462,7 @@ class ChatSession:
         else:
             outcome = f"Withdrawn ({event.reason.replace('_', ' ')})"
         if pending.message_id is not None and self.ui.can_edit:
-            await self.ui.edit(pending.message_id, f"{pending.text}\n{outcome}")
+            await self.ui.edit(pending.message_id, f"{pending.text}\n{outcome}", final=True)
         elif isinstance(event, ev.RequestWithdrawn):
             await self.ui.send(f"Request {number}: {outcome.lower()}")
 
@@ -593,6 +593,7 @@ class ChatSession:
             await asyncio.wait([self.run], timeout=STOP_GRACE)
         if self.worker is not None:
             self.worker.cancel()
+        await self.ui.close()
         await self._drop_agent()
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from talaria import events as ev
 from talaria.gateway import render
-from talaria.gateway.platform import Button, ChatRef, Platform, RateLimited
+from talaria.gateway.platform import Button, ChatRef, Platform, RateLimited, Sleep, end_tasks
 from talaria.store.ledger import OutboundPart
 
 log = logging.getLogger("talaria.gateway")
@@ -41,6 +41,11 @@ class ChatUI:
     """What each live message shows now (an edit to the same is not sent)."""
     held_until: float = float("-inf")
     """Until then (by `clock`) no edit is sent: the platform asked to wait this long."""
+    sleep: Sleep = asyncio.sleep
+    owed: dict[str, tuple[str, tuple[Button, ...]]] = field(default_factory=dict)
+    """Final edits (a settled progress message, an answered question) the hold put off:
+    no later edit would overtake them, so they are made once it ends."""
+    catching_up: asyncio.Task[None] | None = None
 
     @property
     def can_edit(self) -> bool:
@@ -61,10 +66,17 @@ class ChatUI:
                 return None
         return None
 
-    async def edit(self, message_id: str, text: str, buttons: Sequence[Button] = ()) -> None:
+    async def edit(
+        self, message_id: str, text: str, buttons: Sequence[Button] = (), *, final: bool = False
+    ) -> None:
         """Show `text` in a live message; skipped (the next edit overtakes it) while the
-        platform's flood wait runs, since an edit sent then only prolongs it."""
-        if self.shown.get(message_id) == (text, tuple(buttons)) or self.clock() < self.held_until:
+        platform's flood wait runs, since an edit sent then only prolongs it. A `final` edit,
+        which nothing would overtake, is made once the wait is over."""
+        if self.shown.get(message_id) == (text, tuple(buttons)):
+            return
+        if self.clock() < self.held_until:
+            if final:
+                self._owe(message_id, text, buttons)
             return
         try:
             await self.platform.edit(self.chat, message_id, text, buttons=buttons)
@@ -72,8 +84,30 @@ class ChatUI:
         except RateLimited as refused:
             self._hold(refused)
             log.info("%s: edits held for %g s", self.chat.platform, refused.retry_after)
+            if final:
+                self._owe(message_id, text, buttons)
         except Exception as exc:  # a missed preview edit is overtaken by the next one
             log.info("%s: edit of %s skipped: %s", self.chat.platform, message_id, exc)
+
+    def _owe(self, message_id: str, text: str, buttons: Sequence[Button]) -> None:
+        self.owed[message_id] = (text, tuple(buttons))
+        if self.catching_up is None or self.catching_up.done():
+            self.catching_up = asyncio.create_task(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """The owed edits, once the hold is over (and again after any later hold)."""
+        while self.owed:
+            wait = self.held_until - self.clock()
+            if wait > 0:
+                await self.sleep(wait)
+                continue
+            message_id = next(iter(self.owed))
+            text, buttons = self.owed.pop(message_id)
+            await self.edit(message_id, text, buttons, final=True)
+
+    async def close(self) -> None:
+        """Give up the owed edits (the gateway is stopping)."""
+        await end_tasks(self.catching_up)
 
     def _hold(self, refused: RateLimited) -> None:
         self.held_until = max(self.held_until, self.clock() + refused.retry_after)
@@ -206,12 +240,14 @@ class TurnView:
     async def settle(self) -> None:
         """The turn ended: the progress message shows every tool's outcome."""
         if self.progress_id is not None and self.ui.can_edit:
-            await self.ui.edit(self.progress_id, self._progress_text())
+            await self.ui.edit(self.progress_id, self._progress_text(), final=True)
 
     async def stopped(self) -> None:
         """The turn was interrupted or superseded: its preview says so, and no answer comes."""
         if self.stream_id is not None:
-            await self.ui.edit(self.stream_id, f"{self.text.strip()}\n{STOPPED}".strip())
+            await self.ui.edit(
+                self.stream_id, f"{self.text.strip()}\n{STOPPED}".strip(), final=True
+            )
         await self.settle()
         self.reset()
 
