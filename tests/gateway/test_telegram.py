@@ -133,7 +133,10 @@ async def test_the_last_progress_edit_held_by_a_flood_wait_is_made_once_it_has_p
     assert now[0] == 35.0  # made once the wait was over, not during it
 
 
-async def test_an_approval_is_answered_with_an_inline_button(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flood", [[], [1]], ids=["at-once", "after-a-flood-wait"])
+async def test_an_approval_is_answered_with_an_inline_button(
+    tmp_path: Path, flood: list[int]
+) -> None:
     doomed = tmp_path / "doomed"
     doomed.mkdir()
     server = ScriptedProvider(
@@ -146,8 +149,10 @@ async def test_an_approval_is_answered_with_an_inline_button(tmp_path: Path) -> 
             question = await api.until(lambda: api.find("Request 1"))
             labels = [row[0]["text"] for row in question.keyboard]
             assert labels == ["Allow once", "Allow for this chat", "Deny"]
+            api.flood_edits = flood  # the note under the question: refused, then made later
             press = api.press(question, question.keyboard[0][0]["callback_data"])
             await api.until(lambda: api.find("Removed it."))
+            await api.until(lambda: "Answered: once" in question.text)
     assert not doomed.exists()
     assert press["callback_query"]["id"] in api.answered_queries
     assert question.keyboard == [] and "Answered: once" in question.text
