@@ -208,22 +208,30 @@ async def test_stop_ends_a_running_turn_and_no_reply_follows(tmp_path: Path) -> 
     assert "too late" not in " ".join(gw.texts())
 
 
-@pytest.mark.parametrize("ending", ["answered", "stopped", "failed"])
+TURN_ENDINGS = {
+    # the turn's script, what alice says while it runs, the turns whose typing ended
+    "answered": ([text("done")], None, 1),
+    "stopped": ([text("never", delay=FOREVER)], "/stop", 1),
+    "failed": ([Fail(400)], None, 1),
+    "interrupted": ([text("never", delay=FOREVER), text("instead")], "do this instead", 2),
+}
+
+
+@pytest.mark.parametrize("ending", TURN_ENDINGS)
 async def test_the_typing_indicator_ends_with_the_turn(tmp_path: Path, ending: str) -> None:
-    first = {"answered": text("done"), "stopped": text("never", delay=FOREVER),
-             "failed": Fail(400)}[ending]  # fmt: skip
-    server = ScriptedProvider([first])
+    script, meanwhile, turns = TURN_ENDINGS[ending]
+    server = ScriptedProvider(script)
     dm = ChatRef("fake", "dm-alice")
     with server:
-        async with running_gateway(server, tmp_path) as gw:
+        async with running_gateway(server, tmp_path, settings={"busy": "interrupt"}) as gw:
             await gw.platform.deliver(user_message("work"))
             await gw.until(lambda: (dm, True) in gw.platform.typing_calls)
-            if ending == "stopped":
-                await gw.platform.deliver(user_message("/stop"))
+            if meanwhile:
+                await gw.platform.deliver(user_message(meanwhile))
             chat = gw.gateway.chat("fake", dm)
             await gw.until(lambda: chat.run is not None and chat.run.done())
     assert gw.platform.typing_calls[-1] == (dm, False)  # the chat no longer shows it typing
-    assert gw.platform.typing_calls.count((dm, False)) == 1
+    assert gw.platform.typing_calls.count((dm, False)) == turns  # and not between two turns
 
 
 @pytest.mark.parametrize("refusals", [0, 5], ids=["at-once", "through-a-flood-wait"])
