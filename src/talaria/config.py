@@ -24,6 +24,7 @@ from talaria.config_schema import (
     SECTIONS,
     ConfigError,
     as_meant,
+    default_for,
     defaults,
     problems,
     suggestion,
@@ -319,8 +320,7 @@ def _read(values: Mapping[str, Any], key: str, name: str) -> Any:
         value = values.get(name)
         if value is not None:
             return value
-        default = SCHEMA[key].default
-        return copy.deepcopy(default) if isinstance(default, list | dict) else default
+        return default_for(key)
     if key in SECTIONS:
         section = values.get(name)
         return Section(key, section if isinstance(section, Mapping) else {})

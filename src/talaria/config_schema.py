@@ -9,6 +9,7 @@ A wrong value is a `ConfigError` whose message is one line:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -373,6 +374,13 @@ def defaults() -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[leaf] = json.loads(json.dumps(rule.default))
     return tree
+
+
+def default_for(key: str) -> Any:
+    """The schema's default for the setting `key` (a fresh copy of a list or mapping): what a
+    class built from the settings takes as its keyword defaults instead of restating them."""
+    default = SCHEMA[key].default
+    return copy.deepcopy(default) if isinstance(default, list | dict) else default
 
 
 def _sections() -> frozenset[str]:

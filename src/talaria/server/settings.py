@@ -13,15 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from talaria.config_schema import default_for
 from talaria.messages.redact import remember_secret
 
 if TYPE_CHECKING:
     from talaria.config import Config
 
 MIN_KEY_LENGTH = 16
-DEFAULT_BODY_LIMIT = 4 * 1024 * 1024
-DEFAULT_HEADER_TIMEOUT_S = 10.0
-DEFAULT_MAX_CONNECTIONS = 1000
 APPROVAL_RULES = ("deny", "off")
 """`deny`: OpenAI-compatible turns cannot ask anyone, so approvals are denied (the headless
 rule) while runs ask their client; `off`: nothing is asked anywhere (the hard floor holds)."""
@@ -29,27 +27,31 @@ rule) while runs ask their client; `off`: nothing is asked anywhere (the hard fl
 
 @dataclass(slots=True)
 class ServerSettings:
-    host: str = "127.0.0.1"
-    port: int = 8642
+    """The `server.*` settings (`from_config`); a keyword left out is the schema's default."""
+
+    host: str = default_for("server.host")
+    port: int = default_for("server.port")
     api_key: str | None = None
     """None: `ensure_key` makes a random one for this launch (no server runs keyless)."""
     allowed_hosts: list[str] = field(default_factory=list)
     """Host names (besides localhost and IP addresses) that requests may name in `Host`."""
     allowed_origins: list[str] = field(default_factory=list)
     """Browser origins, besides the server's own, that may call it (CORS and writes)."""
-    max_body_bytes: int = DEFAULT_BODY_LIMIT
-    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    max_body_bytes: int = default_for("server.max_body_bytes")
+    header_timeout_s: float = float(default_for("server.header_timeout"))
     """A connection that has not sent a whole request head by then is closed (slowloris)."""
-    keep_alive_s: int = 5
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    keep_alive_s: int = default_for("server.keep_alive_timeout")
+    max_connections: int = default_for("server.max_connections")
     """Open connections (or requests in flight) past which new requests get 503."""
-    approvals: str = "deny"
-    max_live_sessions: int = 256
+    approvals: str = default_for("server.approvals")
+    max_live_sessions: int = default_for("server.max_live_sessions")
     """Agents kept in memory; the least recently used idle one is closed past this."""
-    run_retention_s: float = 900.0
+    run_retention_s: float = float(default_for("server.run_retention"))
     """How long a finished run's events stay available for (re)connecting clients."""
     max_run_events: int = 20_000
+    """The latest events of a run kept for clients that (re)connect (not a setting)."""
     agent_name: str = "talaria"
+    """The model name the OpenAI-compatible endpoints answer with (not a setting)."""
 
     @classmethod
     def from_config(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from talaria.config_schema import default_for
 from talaria.events import Notice
 from talaria.tools.base import ToolError
 
@@ -61,16 +62,17 @@ class Root:
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
     """What a sandboxed command (and a file tool, unasked) may touch; built once per session
-    from the `sandbox.*` settings, with the writable roots resolved to real directories then."""
+    from the `sandbox.*` settings, with the writable roots resolved to real directories then
+    (a keyword left out is the schema's default)."""
 
-    mode: str = "workspace-write"
-    network: bool = False
+    mode: str = default_for("sandbox.mode")
+    network: bool = default_for("sandbox.network")
     writable_roots: tuple[str, ...] = ()
     """As configured (relative to the working directory, ~ allowed)."""
-    required: bool = False
+    required: bool = default_for("sandbox.required")
     home: Path | None = None
     """The talaria home, kept read-only inside the sandbox."""
-    bwrap_path: str = ""
+    bwrap_path: str = default_for("sandbox.bwrap_path") or ""
     """The bubblewrap to use (`sandbox.bwrap_path`); empty: the system's (`sandbox_probe`)."""
     hidden_paths: tuple[str, ...] = ()
     """More secrets to hide from commands (`sandbox.hidden_paths`; see `hidden_paths`)."""
@@ -98,12 +100,12 @@ class SandboxPolicy:
         cls,
         cwd: Path,
         *,
-        mode: str = "workspace-write",
-        network: bool = False,
+        mode: str = default_for("sandbox.mode"),
+        network: bool = default_for("sandbox.network"),
         writable_roots: tuple[str, ...] = (),
-        required: bool = False,
+        required: bool = default_for("sandbox.required"),
         home: Path | None = None,
-        bwrap_path: str = "",
+        bwrap_path: str = default_for("sandbox.bwrap_path") or "",
         hidden_paths: tuple[str, ...] = (),
     ) -> SandboxPolicy:
         """A policy whose roots are `cwd` and `writable_roots` as real directories now: a

@@ -10,26 +10,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from talaria.config_schema import default_for
+
 if TYPE_CHECKING:
     from talaria.config import Config
 
 
 @dataclass(frozen=True, slots=True)
 class WebSettings:
-    """The `web.*` settings of one agent (see docs/web.md)."""
+    """The `web.*` settings of one agent (see docs/web.md); a keyword left out is the
+    schema's default."""
 
-    enabled: bool = False
+    enabled: bool = default_for("web.enabled")
     """`web` is one of the default toolsets (otherwise only when named)."""
-    allow_private: bool = False
+    allow_private: bool = default_for("web.allow_private") is True
     """Private, loopback and link-local addresses may be fetched."""
     private_hosts: tuple[str, ...] = ()
     """Domains whose private addresses may be fetched (`web.allow_private` as a list)."""
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
-    ask_unknown: bool = False
+    ask_unknown: bool = default_for("web.ask_unknown")
     """A domain outside `allow` is asked about (in `manual` approvals) instead of refused."""
-    timeout: float = 30.0
-    max_bytes: int = 10 * 1024 * 1024
+    timeout: float = float(default_for("web.timeout"))
+    max_bytes: int = default_for("web.max_bytes")
     searxng_url: str | None = None
 
     @classmethod
