@@ -10,8 +10,8 @@ import pytest
 
 from gateway_support import Gate, running_gateway
 from helpers import FOREVER
+from talaria.config_schema import default_for
 from talaria.gateway.chat import BUSY_ACKS
-from talaria.gateway.core import PAIRING_CODE_TTL_S
 from talaria.gateway.fake import press, user_message
 from talaria.gateway.platform import Attachment, Capabilities, ChatRef
 from talaria.store.sqlite import SQLiteSessionStore
@@ -83,19 +83,19 @@ async def test_a_stranger_reaches_no_model_and_a_paired_one_does(tmp_path: Path)
 async def test_an_expired_pairing_code_is_replaced_at_the_strangers_next_message(
     tmp_path: Path,
 ) -> None:
-    now = [1_000_000.0]
+    now, ttl = [1_000_000.0], float(default_for("gateway.pairing_code_ttl"))
     store = SQLiteSessionStore(tmp_path / "state.db", clock=lambda: now[0])
     with ScriptedProvider([]) as server:
         async with running_gateway(server, tmp_path, store=store) as gw:
             await gw.platform.deliver(user_message("let me in", sender="mallory"))
             first = await gw.platform.wait_for(lambda m: "gateway pair" in m.text)
-            now[0] += PAIRING_CODE_TTL_S
+            now[0] += ttl
             await gw.platform.deliver(user_message("hello again", sender="mallory"))
             await gw.until(lambda: len(gw.platform.messages) == 2)
     old, fresh = (m.text.rsplit(" ", 1)[-1] for m in gw.platform.messages)
     assert old != fresh and first.text.endswith(old)
-    assert store.ledger_approve_pairing(old, ttl=PAIRING_CODE_TTL_S) is None  # replaced
-    assert store.ledger_approve_pairing(fresh, ttl=PAIRING_CODE_TTL_S) == ("fake", "mallory")
+    assert store.ledger_approve_pairing(old, ttl=ttl) is None  # replaced
+    assert store.ledger_approve_pairing(fresh, ttl=ttl) == ("fake", "mallory")
     assert server.requests == []
 
 

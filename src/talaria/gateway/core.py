@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from talaria.config_schema import SCHEMA
+from talaria.config_schema import default_for
 from talaria.gateway import access
 from talaria.gateway.chat import AgentFactory, ChatSession, GatewayContext, GatewayStore
 from talaria.gateway.delivery import Outbox
@@ -37,8 +37,6 @@ from talaria.gateway.view import ChatUI
 from talaria.offload import run_blocking
 
 log = logging.getLogger("talaria.gateway")
-PAIRING_CODE_TTL_S = float(SCHEMA["gateway.pairing_code_ttl"].default)
-"""How long a pairing code is good for, unless the configuration says otherwise."""
 
 
 def load_platform(settings: PlatformSettings) -> Platform:
@@ -105,9 +103,9 @@ class Gateway:
         store: GatewayStore,
         make_agent: AgentFactory,
         *,
-        edit_interval: float = 1.0,
-        compress_at: float = 0.85,
-        pairing_code_ttl: float = PAIRING_CODE_TTL_S,
+        edit_interval: float = float(default_for("gateway.edit_interval")),
+        compress_at: float = float(default_for("gateway.compress_at")),
+        pairing_code_ttl: float = float(default_for("gateway.pairing_code_ttl")),
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.store = store
