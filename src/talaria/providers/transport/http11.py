@@ -109,8 +109,13 @@ class _Connection:
         self.timed_out = False
 
     def expect(self, seconds: float) -> None:
-        """The next bytes must come within ``seconds``, or the connection is aborted."""
+        """The next bytes must come within ``seconds``, or the connection is aborted. The
+        timer moves earlier when this request's limit ends before the one it was armed for (a
+        short request on a connection a long one used before)."""
         self.deadline = self.loop.time() + seconds
+        if self.timer is not None and self.timer.when() > self.deadline:
+            self.timer.cancel()
+            self.timer = None
         if self.timer is None:
             self.timer = self.loop.call_at(self.deadline, self._check)
 
